@@ -1,0 +1,59 @@
+// Communicator: a thin wrapper over an MPI communicator (rank, size, barrier, broadcast,
+// allreduce of buffers of any length). Every failing MPI call throws MpiError naming the call and
+// the rank. MpiSession owns MPI_Init_thread/MPI_Finalize for a process.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nostrum::mpi {
+
+// Initialises MPI with at least MPI_THREAD_SERIALIZED (the gradient communication thread calls MPI
+// while the main thread does not) and finalises it on destruction. One per process.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int thread_level() const { return thread_level_; }
+
+ private:
+  int thread_level_ = 0;
+  bool owns_ = false;
+};
+
+class Communicator {
+ public:
+  explicit Communicator(MPI_Comm comm = MPI_COMM_WORLD);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm handle() const { return comm_; }
+
+  void barrier() const;
+  void broadcast(float* data, size_t count, int root) const;
+  void broadcast(std::string& text, int root) const;
+  // In-place elementwise sum over all ranks; any length (split into INT_MAX-sized calls).
+  void allreduce_sum(float* data, size_t count) const;
+  void allreduce_sum(double* data, size_t count) const;
+  void allreduce_sum(int64_t* data, size_t count) const;
+  double allreduce_max(double value) const;
+  double allreduce_min(double value) const;
+  // Every rank's string, in rank order (for start-up binding reports).
+  std::vector<std::string> gather_strings(const std::string& mine, int root) const;
+  // Splits into sub-communicators of ranks with the same colour (ordered by key).
+  Communicator split(int colour, int key) const;
+
+ private:
+  void check(int code, const char* call) const;
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace nostrum::mpi
