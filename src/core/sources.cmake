@@ -1,0 +1,6 @@
+# core: errors, shapes, arenas, the parameter table type.
+list(APPEND NOSTRUM_CORE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
+)
