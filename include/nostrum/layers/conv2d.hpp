@@ -1,0 +1,32 @@
+// Conv2d on NHWC activations with PyTorch-layout weights (K, C, R, S), no bias (ResNets use none).
+// out (N, P, Q, K) with P = (H + 2*pad - R) / stride + 1, Q likewise. The scratch buffer (im2col
+// columns, packed weights) is shared by all conv layers and sized once by conv2d_scratch_floats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nostrum::layers {
+
+struct ConvGeometry {
+  int N = 1, H = 1, W = 1, C = 1;  // input
+  int K = 1, R = 1, S = 1;         // output channels, kernel height and width
+  int stride = 1, pad = 0;
+  int P() const { return (H + 2 * pad - R) / stride + 1; }
+  int Q() const { return (W + 2 * pad - S) / stride + 1; }
+  double forward_flops() const { return 2.0 * N * P() * Q() * K * C * R * S; }
+};
+
+// Floats of scratch that conv2d_forward/backward need for this geometry (0 allowed).
+size_t conv2d_scratch_floats(const ConvGeometry& g);
+
+// out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
+void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
+                    float* scratch);
+
+// Given d_out (N,P,Q,K): d_weight (K,C,R,S) is OVERWRITTEN with the weight gradient; d_in (N,H,W,C)
+// is OVERWRITTEN with the input gradient unless d_in is nullptr (the stem needs none).
+void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
+                     const float* weight, const ConvGeometry& g, float* scratch);
+
+}  // namespace nostrum::layers

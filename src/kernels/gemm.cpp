@@ -1,0 +1,20 @@
+// Row-major SGEMM through OpenBLAS's CBLAS interface.
+#include "nostrum/kernels/gemm.hpp"
+
+#include <cblas.h>
+
+namespace nostrum::kernels {
+
+void gemm(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,
+              trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
+              beta, C, ldc);
+}
+
+std::string blas_core_name() {
+  const char* name = openblas_get_corename();
+  return name ? name : "unknown";
+}
+
+}  // namespace nostrum::kernels

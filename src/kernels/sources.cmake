@@ -1,0 +1,4 @@
+# kernels: BLAS wrapper and hand-written compute kernels.
+list(APPEND NOSTRUM_CORE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
+)
