@@ -30,6 +30,28 @@ const char* level_name(int level) {
 
 }  // namespace
 
+OverlapMode effective_overlap_mode(OverlapMode requested, int thread_level,
+                                   bool main_thread_calls_mpi, std::string* note) {
+  std::string why;
+  OverlapMode mode = requested;
+  if (requested == OverlapMode::kOverlap) {
+    const int needed = main_thread_calls_mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+    if (thread_level < needed) {
+      mode = OverlapMode::kSynchronous;
+      why = std::string("MPI provides ") + level_name(thread_level) + ", overlap needs " +
+            level_name(needed) +
+            (main_thread_calls_mpi ? " (the main thread calls MPI during backward)" : "") +
+            ": gradients are reduced after backward, nothing is hidden";
+    } else {
+      why = std::string("overlapped on a communication thread (") + level_name(thread_level) + ")";
+    }
+  } else {
+    why = "synchronous: gradients are reduced after backward";
+  }
+  if (note) *note = why;
+  return mode;
+}
+
 AllreduceTimings& AllreduceTimings::operator+=(const AllreduceTimings& other) {
   allreduce_seconds += other.allreduce_seconds;
   exposed_seconds += other.exposed_seconds;
@@ -49,21 +71,7 @@ GradientAllreducer::GradientAllreducer(const Communicator& comm, float* grad_are
       duplicate_(duplicate_of(comm)),
       reduce_comm_(duplicate_) {
   MPI_Query_thread(&thread_level_);
-  if (mode_ == OverlapMode::kOverlap) {
-    const int needed = main_thread_calls_mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
-    if (thread_level_ < needed) {
-      mode_ = OverlapMode::kSynchronous;
-      mode_note_ = std::string("MPI provides ") + level_name(thread_level_) + ", overlap needs " +
-                   level_name(needed) +
-                   (main_thread_calls_mpi ? " (the main thread calls MPI during backward)" : "") +
-                   ": gradients are reduced after backward, nothing is hidden";
-    } else {
-      mode_note_ = std::string("overlapped on a communication thread (") +
-                   level_name(thread_level_) + ")";
-    }
-  } else {
-    mode_note_ = "synchronous: gradients are reduced after backward";
-  }
+  mode_ = effective_overlap_mode(mode, thread_level_, main_thread_calls_mpi, &mode_note_);
   if (mode_ == OverlapMode::kOverlap) thread_ = std::thread([this] { communication_loop(); });
 }
 

@@ -39,6 +39,13 @@ struct BucketEvent {
   double end = -1.0;
 };
 
+// The mode a GradientAllreducer runs in, given the requested one and MPI's provided thread level:
+// overlap needs MPI_THREAD_SERIALIZED (only one thread inside MPI at a time: the main thread makes
+// no MPI call between begin_step and finish_step), or MPI_THREAD_MULTIPLE when the main thread does
+// call MPI meanwhile (sync-BN). Below that, kSynchronous; note (if given) says why, in words.
+OverlapMode effective_overlap_mode(OverlapMode requested, int thread_level,
+                                   bool main_thread_calls_mpi, std::string* note = nullptr);
+
 class GradientAllreducer {
  public:
   // grad_arena: in/out (count floats), the gradient arena in forward order; it must outlive this.

@@ -233,3 +233,19 @@ TEST_CASE("the allreducer reports its thread level and rejects misuse", "[mpi][b
   CHECK(timings.bytes == 400);
   for (float x : arena) CHECK(x == static_cast<float>(world.size()));
 }
+
+TEST_CASE("a lower MPI thread level falls back to synchronous and says why", "[mpi][buckets]") {
+  using nostrum::mpi::effective_overlap_mode;
+  std::string note;
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_MULTIPLE, true, &note) == OverlapMode::kOverlap);
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, false, &note) == OverlapMode::kOverlap);
+  CHECK(note.find("MPI_THREAD_SERIALIZED") != std::string::npos);
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, true, &note) == OverlapMode::kSynchronous);
+  CHECK(note == "MPI provides MPI_THREAD_SERIALIZED, overlap needs MPI_THREAD_MULTIPLE (the main thread calls MPI "
+                "during backward): gradients are reduced after backward, nothing is hidden");
+  for (int level : {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED}) {
+    CHECK(effective_overlap_mode(OverlapMode::kOverlap, level, false, &note) == OverlapMode::kSynchronous);
+    CHECK(note.find("overlap needs MPI_THREAD_SERIALIZED") != std::string::npos);
+  }
+  CHECK(effective_overlap_mode(OverlapMode::kSynchronous, MPI_THREAD_MULTIPLE, false) == OverlapMode::kSynchronous);
+}
