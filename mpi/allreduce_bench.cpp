@@ -40,9 +40,9 @@ void spend(double seconds, bool busy) {
 }
 
 // Mean per-step timings over opts.steps steps (after one warm-up step), max over ranks.
-nostrum::mpi::AllreduceTimings run(const nostrum::mpi::Communicator& world, std::vector<float>& arena,
-                                   const BenchOptions& opts, double bucket_mb, OverlapMode mode,
-                                   double* backward_seconds) {
+nostrum::mpi::AllreduceTimings run(const nostrum::mpi::Communicator& world,
+                                   std::vector<float>& arena, const BenchOptions& opts,
+                                   double bucket_mb, OverlapMode mode, double* backward_seconds) {
   nostrum::mpi::GradientAllreducer reducer(world, arena.data(), arena.size(), bucket_mb,
                                            opts.first_bucket_mb, mode);
   const size_t per_layer = (arena.size() + opts.layers - 1) / opts.layers;
@@ -82,14 +82,16 @@ int main(int argc, char** argv) {
   nostrum::mpi::Communicator world;
   BenchOptions opts;
   po::options_description desc("nostrum-allreduce-bench options");
-  desc.add_options()("help", "this help")
-      ("params", po::value(&opts.params)->default_value(opts.params), "gradient floats")
-      ("layers", po::value(&opts.layers)->default_value(opts.layers), "layers of the fake backward")
-      ("backward-ms", po::value(&opts.backward_ms)->default_value(opts.backward_ms), "backward time per step")
-      ("steps", po::value(&opts.steps)->default_value(opts.steps), "measured steps")
-      ("busy", po::bool_switch(&opts.busy), "spin instead of sleeping in the fake backward")
-      ("bucket-mb", po::value(&opts.bucket_mb)->multitoken(), "bucket sizes to compare (MB)")
-      ("first-bucket-mb", po::value(&opts.first_bucket_mb)->default_value(opts.first_bucket_mb), "first bucket (MB)");
+  desc.add_options()("help", "this help")(
+      "params", po::value(&opts.params)->default_value(opts.params), "gradient floats")(
+      "layers", po::value(&opts.layers)->default_value(opts.layers), "layers of the fake backward")(
+      "backward-ms", po::value(&opts.backward_ms)->default_value(opts.backward_ms),
+      "backward time per step")("steps", po::value(&opts.steps)->default_value(opts.steps),
+                                "measured steps")("busy", po::bool_switch(&opts.busy),
+                                                  "spin instead of sleeping in the fake backward")(
+      "bucket-mb", po::value(&opts.bucket_mb)->multitoken(), "bucket sizes to compare (MB)")(
+      "first-bucket-mb", po::value(&opts.first_bucket_mb)->default_value(opts.first_bucket_mb),
+      "first bucket (MB)");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -104,21 +106,22 @@ int main(int argc, char** argv) {
     nostrum::mpi::print_binding_report(world, std::cout);
     std::vector<float> arena(opts.params);
     if (world.rank() == 0)
-      std::printf("%d ranks, %.1f MB of gradients, %zu layers, backward %.0f ms (%s)\n"
-                  "%-12s %-9s %12s %12s %12s %12s %10s\n",
-                  world.size(), opts.params * 4e-6, opts.layers, opts.backward_ms,
-                  opts.busy ? "spinning" : "sleeping", "mode", "bucket_MB", "backward_ms",
-                  "allreduce_ms", "exposed_ms", "hidden_ms", "hidden_%");
+      std::printf(
+          "%d ranks, %.1f MB of gradients, %zu layers, backward %.0f ms (%s)\n"
+          "%-12s %-9s %12s %12s %12s %12s %10s\n",
+          world.size(), opts.params * 4e-6, opts.layers, opts.backward_ms,
+          opts.busy ? "spinning" : "sleeping", "mode", "bucket_MB", "backward_ms", "allreduce_ms",
+          "exposed_ms", "hidden_ms", "hidden_%");
     for (double bucket_mb : opts.bucket_mb) {
       for (OverlapMode mode : {OverlapMode::kSynchronous, OverlapMode::kOverlap}) {
         double backward = 0.0;
         const auto t = run(world, arena, opts, bucket_mb, mode, &backward);
         if (world.rank() == 0)
-          std::printf("%-12s %-9g %12.1f %12.1f %12.1f %12.1f %9.0f%%\n",
-                      mode == OverlapMode::kOverlap ? "overlap" : "synchronous", bucket_mb,
-                      backward * 1e3, t.allreduce_seconds * 1e3, t.exposed_seconds * 1e3,
-                      t.hidden_seconds * 1e3,
-                      t.allreduce_seconds > 0 ? 100.0 * t.hidden_seconds / t.allreduce_seconds : 0.0);
+          std::printf(
+              "%-12s %-9g %12.1f %12.1f %12.1f %12.1f %9.0f%%\n",
+              mode == OverlapMode::kOverlap ? "overlap" : "synchronous", bucket_mb, backward * 1e3,
+              t.allreduce_seconds * 1e3, t.exposed_seconds * 1e3, t.hidden_seconds * 1e3,
+              t.allreduce_seconds > 0 ? 100.0 * t.hidden_seconds / t.allreduce_seconds : 0.0);
       }
     }
   } catch (const po::error& e) {

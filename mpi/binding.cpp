@@ -19,8 +19,8 @@ namespace {
 
 std::string encode(const RankBinding& b) {
   std::ostringstream out;
-  out << b.rank << '|' << b.host << '|' << format_core_list(b.cores) << '|' << b.omp_threads
-      << '|' << b.host_cpus;
+  out << b.rank << '|' << b.host << '|' << format_core_list(b.cores) << '|' << b.omp_threads << '|'
+      << b.host_cpus;
   return out.str();
 }
 

@@ -84,7 +84,7 @@ class GradientAllreducer {
   void communication_loop();
   void reduce_bucket(size_t b);  // allreduce of bucket b, records its event and time
 
-  float* arena_;         // (count_) gradients, reduced in place
+  float* arena_;  // (count_) gradients, reduced in place
   size_t count_;
   std::vector<Bucket> buckets_;
   std::vector<BucketEvent> events_;

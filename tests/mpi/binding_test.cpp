@@ -1,7 +1,8 @@
-// Binding report: core lists, this rank's affinity, the gathered table and oversubscription warnings.
-#include <catch2/catch.hpp>
+// Binding report: core lists, this rank's affinity, the gathered table and oversubscription
+// warnings.
 #include <omp.h>
 #include <sched.h>
+#include <catch2/catch.hpp>
 
 #include <sstream>
 
@@ -71,7 +72,8 @@ TEST_CASE("rank 0 prints one table row per rank", "[mpi][binding]") {
 }
 
 TEST_CASE("oversubscription is warned about per host and per rank", "[mpi][binding]") {
-  auto binding = [](int rank, const std::string& host, std::vector<int> cores, int threads, int cpus) {
+  auto binding = [](int rank, const std::string& host, std::vector<int> cores, int threads,
+                    int cpus) {
     RankBinding b;
     b.rank = rank;
     b.host = host;
@@ -81,22 +83,26 @@ TEST_CASE("oversubscription is warned about per host and per rank", "[mpi][bindi
     return b;
   };
   // two hosts of 4 CPUs, two ranks each on disjoint cores, 2 threads each: fine
-  auto fine = nostrum::mpi::make_binding_report({binding(0, "a", {0, 1}, 2, 4), binding(1, "a", {2, 3}, 2, 4),
-                                                 binding(2, "b", {0, 1}, 2, 4), binding(3, "b", {2, 3}, 2, 4)});
+  auto fine = nostrum::mpi::make_binding_report(
+      {binding(0, "a", {0, 1}, 2, 4), binding(1, "a", {2, 3}, 2, 4), binding(2, "b", {0, 1}, 2, 4),
+       binding(3, "b", {2, 3}, 2, 4)});
   CHECK(fine.warnings.empty());
   CHECK(fine.table.find("0-1") != std::string::npos);
 
   // 4 ranks x 2 threads on a 2-CPU host
-  auto over = nostrum::mpi::make_binding_report({binding(0, "a", {0, 1}, 2, 2), binding(1, "a", {0, 1}, 2, 2),
-                                                 binding(2, "a", {0, 1}, 2, 2), binding(3, "a", {0, 1}, 2, 2)});
+  auto over = nostrum::mpi::make_binding_report(
+      {binding(0, "a", {0, 1}, 2, 2), binding(1, "a", {0, 1}, 2, 2), binding(2, "a", {0, 1}, 2, 2),
+       binding(3, "a", {0, 1}, 2, 2)});
   CHECK(any_contains(over.warnings, "host a: 4 rank(s)"));
   CHECK(any_contains(over.warnings, "8 threads on 2 CPUs: oversubscribed"));
 
   // enough CPUs on the host, but both ranks pinned to core 0
-  auto stacked = nostrum::mpi::make_binding_report({binding(0, "a", {0}, 1, 8), binding(1, "a", {0}, 1, 8)});
+  auto stacked =
+      nostrum::mpi::make_binding_report({binding(0, "a", {0}, 1, 8), binding(1, "a", {0}, 1, 8)});
   CHECK(any_contains(stacked.warnings, "on top of each other"));
 
   // one rank runs 4 threads on one allowed core
   auto narrow = nostrum::mpi::make_binding_report({binding(0, "a", {5}, 4, 8)});
-  CHECK(any_contains(narrow.warnings, "rank 0 on a runs 4 OpenMP threads on 1 allowed core(s) (5)"));
+  CHECK(
+      any_contains(narrow.warnings, "rank 0 on a runs 4 OpenMP threads on 1 allowed core(s) (5)"));
 }

@@ -35,7 +35,9 @@ std::vector<size_t> tensor_offsets(const std::vector<size_t>& sizes) {
   return offsets;
 }
 
-float exact_value(size_t i, int rank) { return static_cast<float>((i * 7 + 3 * rank) % 101) * 0.25f; }
+float exact_value(size_t i, int rank) {
+  return static_cast<float>((i * 7 + 3 * rank) % 101) * 0.25f;
+}
 
 // Runs one step: a fake backward writes each tensor's gradient (last tensor first) with fill(),
 // then marks it ready; optional sleep per layer. Returns the step's timings.
@@ -52,7 +54,8 @@ nostrum::mpi::AllreduceTimings fake_backward_step(GradientAllreducer& reducer, f
   return reducer.finish_step();
 }
 
-bool boundary_inside_a_tensor(const std::vector<Bucket>& buckets, const std::vector<size_t>& offsets) {
+bool boundary_inside_a_tensor(const std::vector<Bucket>& buckets,
+                              const std::vector<size_t>& offsets) {
   for (const auto& b : buckets)
     if (b.offset > 0 && std::find(offsets.begin(), offsets.end(), b.offset) == offsets.end())
       return true;
@@ -85,7 +88,8 @@ TEST_CASE("buckets cover the arena from its end, the first one small", "[mpi][bu
   CHECK_THROWS_AS(nostrum::mpi::plan_buckets(10, std::nan(""), 1.0), nostrum::OptionError);
 }
 
-TEST_CASE("bucketed overlapped sum equals a plain allreduce exactly on exact data", "[mpi][buckets]") {
+TEST_CASE("bucketed overlapped sum equals a plain allreduce exactly on exact data",
+          "[mpi][buckets]") {
   Communicator world;
   const int p = world.size();
   const auto offsets = tensor_offsets(kTensorSizes);
@@ -99,11 +103,13 @@ TEST_CASE("bucketed overlapped sum equals a plain allreduce exactly on exact dat
 
   for (int step = 0; step < 3; ++step) {  // the allreducer is reused step after step
     std::fill(arena.begin(), arena.end(), std::numeric_limits<float>::quiet_NaN());
-    const auto timings = fake_backward_step(reducer, arena.data(), offsets,
-                                            [&](size_t i) { return exact_value(i, world.rank()) + step; });
+    const auto timings = fake_backward_step(reducer, arena.data(), offsets, [&](size_t i) {
+      return exact_value(i, world.rank()) + step;
+    });
     CHECK(timings.bytes == total * sizeof(float));
     CHECK(timings.allreduce_seconds >= 0.0);
-    CHECK(timings.hidden_seconds == Approx(std::max(0.0, timings.allreduce_seconds - timings.exposed_seconds)));
+    CHECK(timings.hidden_seconds ==
+          Approx(std::max(0.0, timings.allreduce_seconds - timings.exposed_seconds)));
 
     std::vector<float> plain(total);
     for (size_t i = 0; i < total; ++i) plain[i] = exact_value(i, world.rank()) + step;
@@ -126,8 +132,10 @@ TEST_CASE("bucketed overlapped sum equals a plain allreduce exactly on exact dat
   }
 }
 
-TEST_CASE("random data: tiny and huge buckets and a plain allreduce agree to fp32 rounding; ranks bit-identical",
-          "[mpi][buckets]") {
+TEST_CASE(
+    "random data: tiny and huge buckets and a plain allreduce agree to fp32 rounding; ranks "
+    "bit-identical",
+    "[mpi][buckets]") {
   Communicator world;
   const int p = world.size();
   const auto offsets = tensor_offsets(kTensorSizes);
@@ -142,12 +150,15 @@ TEST_CASE("random data: tiny and huge buckets and a plain allreduce agree to fp3
   for (size_t i = 0; i < total; ++i) magnitude[i] = std::fabs(local[i]);
   world.allreduce_sum(magnitude.data(), total);  // sum over ranks of |x|: bounds the rounding
 
-  struct Setting { double bucket_mb, first_mb; OverlapMode mode; };
+  struct Setting {
+    double bucket_mb, first_mb;
+    OverlapMode mode;
+  };
   const std::vector<Setting> settings = {
-      {0.0004, 0.0001, OverlapMode::kOverlap},    // 100-float buckets, 25-float first
-      {0.004, 0.0012, OverlapMode::kOverlap},     // boundaries inside tensors
-      {1000.0, 1000.0, OverlapMode::kOverlap},    // one bucket
-      {0.004, 0.0012, OverlapMode::kSynchronous}, // same buckets, no overlap
+      {0.0004, 0.0001, OverlapMode::kOverlap},     // 100-float buckets, 25-float first
+      {0.004, 0.0012, OverlapMode::kOverlap},      // boundaries inside tensors
+      {1000.0, 1000.0, OverlapMode::kOverlap},     // one bucket
+      {0.004, 0.0012, OverlapMode::kSynchronous},  // same buckets, no overlap
   };
   std::vector<std::vector<float>> results;
   for (const auto& s : settings) {
@@ -172,11 +183,13 @@ TEST_CASE("random data: tiny and huge buckets and a plain allreduce agree to fp3
   // Same buckets, overlapped or not: the same MPI_Allreduce calls, so bit-identical results.
   CHECK(std::memcmp(results[1].data(), results[3].data(), total * sizeof(float)) == 0);
   if (p == 2) {  // a + b is one rounding whatever the algorithm: every setting is bit-identical
-    for (const auto& r : results) CHECK(std::memcmp(r.data(), plain.data(), total * sizeof(float)) == 0);
+    for (const auto& r : results)
+      CHECK(std::memcmp(r.data(), plain.data(), total * sizeof(float)) == 0);
   }
 }
 
-TEST_CASE("overlap: buckets are reduced while the fake backward is still running", "[mpi][buckets][overlap]") {
+TEST_CASE("overlap: buckets are reduced while the fake backward is still running",
+          "[mpi][buckets][overlap]") {
   Communicator world;
   const auto offsets = tensor_offsets(kTensorSizes);
   const size_t total = offsets.back();
@@ -193,18 +206,21 @@ TEST_CASE("overlap: buckets are reduced while the fake backward is still running
   // Bucket 0 (the arena's tail, ready after the first layer) was summed before backward ended.
   CHECK(events[0].end < backward_end);
   for (size_t b = 0; b < events.size(); ++b) {
-    CHECK(events[b].start >= events[b].ready);            // never reduced before it was final
+    CHECK(events[b].start >= events[b].ready);               // never reduced before it was final
     if (b > 0) CHECK(events[b].start >= events[b - 1].end);  // one at a time, in the fixed order
     if (b > 0) CHECK(events[b].ready >= events[b - 1].ready);
   }
   std::vector<float> sums(arena);
 
   // The synchronous mode reduces nothing before backward is over, and gets the same bits.
-  GradientAllreducer synchronous(world, arena.data(), total, 0.02, 0.002, OverlapMode::kSynchronous);
+  GradientAllreducer synchronous(world, arena.data(), total, 0.02, 0.002,
+                                 OverlapMode::kSynchronous);
   CHECK(synchronous.mode() == OverlapMode::kSynchronous);
   world.barrier();
-  const auto timings = fake_backward_step(synchronous, arena.data(), offsets, fill, std::chrono::milliseconds(5));
-  for (const auto& e : synchronous.bucket_events()) CHECK(e.start >= synchronous.bucket_events().back().ready);
+  const auto timings =
+      fake_backward_step(synchronous, arena.data(), offsets, fill, std::chrono::milliseconds(5));
+  for (const auto& e : synchronous.bucket_events())
+    CHECK(e.start >= synchronous.bucket_events().back().ready);
   CHECK(timings.exposed_seconds == timings.allreduce_seconds);
   CHECK(timings.hidden_seconds == 0.0);
   CHECK(std::memcmp(sums.data(), arena.data(), total * sizeof(float)) == 0);
@@ -228,7 +244,7 @@ TEST_CASE("the allreducer reports its thread level and rejects misuse", "[mpi][b
   reducer.begin_step();
   CHECK_THROWS_AS(reducer.begin_step(), nostrum::MpiError);
   reducer.on_ready(50);
-  reducer.on_ready(70);  // a larger watermark is ignored
+  reducer.on_ready(70);                        // a larger watermark is ignored
   const auto timings = reducer.finish_step();  // marks the rest ready itself
   CHECK(timings.bytes == 400);
   for (float x : arena) CHECK(x == static_cast<float>(world.size()));
@@ -237,15 +253,22 @@ TEST_CASE("the allreducer reports its thread level and rejects misuse", "[mpi][b
 TEST_CASE("a lower MPI thread level falls back to synchronous and says why", "[mpi][buckets]") {
   using nostrum::mpi::effective_overlap_mode;
   std::string note;
-  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_MULTIPLE, true, &note) == OverlapMode::kOverlap);
-  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, false, &note) == OverlapMode::kOverlap);
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_MULTIPLE, true, &note) ==
+        OverlapMode::kOverlap);
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, false, &note) ==
+        OverlapMode::kOverlap);
   CHECK(note.find("MPI_THREAD_SERIALIZED") != std::string::npos);
-  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, true, &note) == OverlapMode::kSynchronous);
-  CHECK(note == "MPI provides MPI_THREAD_SERIALIZED, overlap needs MPI_THREAD_MULTIPLE (the main thread calls MPI "
-                "during backward): gradients are reduced after backward, nothing is hidden");
+  CHECK(effective_overlap_mode(OverlapMode::kOverlap, MPI_THREAD_SERIALIZED, true, &note) ==
+        OverlapMode::kSynchronous);
+  CHECK(note ==
+        "MPI provides MPI_THREAD_SERIALIZED, overlap needs MPI_THREAD_MULTIPLE (the main thread "
+        "calls MPI "
+        "during backward): gradients are reduced after backward, nothing is hidden");
   for (int level : {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED}) {
-    CHECK(effective_overlap_mode(OverlapMode::kOverlap, level, false, &note) == OverlapMode::kSynchronous);
+    CHECK(effective_overlap_mode(OverlapMode::kOverlap, level, false, &note) ==
+          OverlapMode::kSynchronous);
     CHECK(note.find("overlap needs MPI_THREAD_SERIALIZED") != std::string::npos);
   }
-  CHECK(effective_overlap_mode(OverlapMode::kSynchronous, MPI_THREAD_MULTIPLE, false) == OverlapMode::kSynchronous);
+  CHECK(effective_overlap_mode(OverlapMode::kSynchronous, MPI_THREAD_MULTIPLE, false) ==
+        OverlapMode::kSynchronous);
 }

@@ -37,7 +37,8 @@ void check_group_sums(const Communicator& world, int requested, int expected_g) 
 
 }  // namespace
 
-TEST_CASE("MpiReducer sums over all ranks by default and over groups of consecutive ranks", "[mpi][reducer]") {
+TEST_CASE("MpiReducer sums over all ranks by default and over groups of consecutive ranks",
+          "[mpi][reducer]") {
   Communicator world;
   const int p = world.size();
   check_group_sums(world, 0, p);
@@ -64,7 +65,8 @@ TEST_CASE("MpiReducer rejects a group size that does not divide the ranks", "[mp
   }
 }
 
-TEST_CASE("MpiReducer works from the main thread while the gradient thread reduces", "[mpi][reducer][overlap]") {
+TEST_CASE("MpiReducer works from the main thread while the gradient thread reduces",
+          "[mpi][reducer][overlap]") {
   Communicator world;
   const int p = world.size();
   // mpi_main.cpp requests MPI_THREAD_MULTIPLE; Open MPI 4.1 provides it. Less would fail here,

@@ -53,7 +53,8 @@ TEST_CASE("verify_identical throws on every rank naming the ranks that differ", 
   } catch (const nostrum::MpiError& e) {
     const std::string message = e.what();
     CHECK(message.find("initial weights differ") != std::string::npos);
-    CHECK(message.find("rank(s) " + std::to_string(p - 1) + " do not match rank 0") != std::string::npos);
+    CHECK(message.find("rank(s) " + std::to_string(p - 1) + " do not match rank 0") !=
+          std::string::npos);
   }
 
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(world.rank());
