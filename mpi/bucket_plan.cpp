@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "nostrum/core/error.hpp"
@@ -12,10 +13,11 @@ namespace nostrum::mpi {
 namespace {
 
 size_t floats_in(double megabytes, const char* option) {
-  if (!(megabytes > 0.0) || !std::isfinite(megabytes))
-    throw OptionError(std::string("bucket size must be a positive number of MB, got ") +
-                          std::to_string(megabytes),
-                      option, "e.g. --bucket-mb 25");
+  if (!(megabytes > 0.0) || !std::isfinite(megabytes)) {
+    std::ostringstream text;
+    text << "bucket size must be a positive number of MB, got " << megabytes;
+    throw OptionError(text.str(), option, "e.g. --bucket-mb 25");
+  }
   const double floats = std::floor(megabytes * 1e6 / sizeof(float));
   return floats < 1.0 ? 1 : static_cast<size_t>(std::min(floats, 1e18));
 }

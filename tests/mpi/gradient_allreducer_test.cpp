@@ -83,7 +83,13 @@ TEST_CASE("buckets cover the arena from its end, the first one small", "[mpi][bu
   }
   CHECK(nostrum::mpi::plan_buckets(0, 25, 1).empty());
   CHECK(nostrum::mpi::plan_buckets(10, 1e-9, 1e-9).size() == 10);  // never below one float
-  CHECK_THROWS_AS(nostrum::mpi::plan_buckets(10, 0.0, 1.0), nostrum::OptionError);
+  try {
+    nostrum::mpi::plan_buckets(10, 0.0, 1.0);
+    FAIL("a zero bucket size was accepted");
+  } catch (const nostrum::OptionError& e) {
+    CHECK(std::string(e.what()).find("positive number of MB, got 0") != std::string::npos);
+    CHECK(e.where() == "--bucket-mb");
+  }
   CHECK_THROWS_AS(nostrum::mpi::plan_buckets(10, 25.0, -1.0), nostrum::OptionError);
   CHECK_THROWS_AS(nostrum::mpi::plan_buckets(10, std::nan(""), 1.0), nostrum::OptionError);
 }
