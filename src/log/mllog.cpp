@@ -17,11 +17,21 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -48,9 +58,12 @@ std::string json_double(double d) {
 
 const char* event_type_name(MlLogger::EventType t) {
   switch (t) {
-    case MlLogger::EventType::kPointInTime: return "POINT_IN_TIME";
-    case MlLogger::EventType::kIntervalStart: return "INTERVAL_START";
-    case MlLogger::EventType::kIntervalEnd: return "INTERVAL_END";
+    case MlLogger::EventType::kPointInTime:
+      return "POINT_IN_TIME";
+    case MlLogger::EventType::kIntervalStart:
+      return "INTERVAL_START";
+    case MlLogger::EventType::kIntervalEnd:
+      return "INTERVAL_END";
   }
   return "POINT_IN_TIME";
 }
@@ -94,14 +107,14 @@ MlLogger::~MlLogger() {
   if (file_) std::fclose(file_);
 }
 
-std::string MlLogger::format(EventType type, int64_t time_ms, SourceLocation where,
-                             const char* key, const LogValue& value, const Metadata& metadata) {
+std::string MlLogger::format(EventType type, int64_t time_ms, SourceLocation where, const char* key,
+                             const LogValue& value, const Metadata& metadata) {
   const char* value_nonfinite = nullptr;
   const std::string value_json = value.json(&value_nonfinite);
   std::string line = ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(time_ms) +
-                     ", \"event_type\": \"" + event_type_name(type) + "\", \"key\": " +
-                     json_string(key) + ", \"value\": " + value_json + ", \"metadata\": {\"file\": " +
-                     json_string(where.file ? where.file : "") +
+                     ", \"event_type\": \"" + event_type_name(type) +
+                     "\", \"key\": " + json_string(key) + ", \"value\": " + value_json +
+                     ", \"metadata\": {\"file\": " + json_string(where.file ? where.file : "") +
                      ", \"lineno\": " + std::to_string(where.line);
   for (const auto& [name, v] : metadata) {
     const char* nonfinite = nullptr;

@@ -61,13 +61,20 @@ void TraceWriter::write(const std::string& path) const {
   NOSTRUM_CHECK(f != nullptr, IoError,
                 std::string("cannot open the trace file for writing: ") + std::strerror(errno),
                 path, "check that the directory exists and is writable (--trace)");
-  std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"dropped_events\": %zu},\n"
-                  "\"traceEvents\": [\n", rank_, dropped());
-  std::fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
-                  "\"args\": {\"name\": \"rank %d\"}}", rank_, rank_);
+  std::fprintf(
+      f,
+      "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"dropped_events\": %zu},\n"
+      "\"traceEvents\": [\n",
+      rank_, dropped());
+  std::fprintf(f,
+               "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
+               "\"args\": {\"name\": \"rank %d\"}}",
+               rank_, rank_);
   for (const auto& [thread, name] : thread_names_) {
-    std::fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
-                    "\"args\": {\"name\": ", rank_, thread);
+    std::fprintf(f,
+                 ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+                 "\"args\": {\"name\": ",
+                 rank_, thread);
     put_json_string(f, name);
     std::fputs("}}", f);
   }

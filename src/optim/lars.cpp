@@ -30,8 +30,13 @@ Lars::Lars(const ParameterTable& table, LarsOptions options) : options_(options)
     if (!p.trainable()) continue;
     NOSTRUM_CHECK(p.value != nullptr && p.grad != nullptr, ShapeError,
                   "trainable parameter without value or gradient storage", p.name);
-    Slot slot{p.value, p.grad, state_.take(static_cast<size_t>(p.numel()), p.name), p.numel(),
-              !p.is_bias_or_norm(), static_cast<int64_t>(blocks_.size()), 0};
+    Slot slot{p.value,
+              p.grad,
+              state_.take(static_cast<size_t>(p.numel()), p.name),
+              p.numel(),
+              !p.is_bias_or_norm(),
+              static_cast<int64_t>(blocks_.size()),
+              0};
     if (slot.adaptive) {
       const int s = static_cast<int>(slots_.size());
       for (int64_t begin = 0; begin < slot.numel; begin += kBlock)
@@ -68,7 +73,7 @@ void Lars::step(float lr) {
       partial_w2_[b] = w2;
       partial_g2_[b] = g2;
     }  // implicit barrier
-    // 2. Trust ratios: one thread sums the blocks in order (deterministic for any thread count).
+       // 2. Trust ratios: one thread sums the blocks in order (deterministic for any thread count).
 #pragma omp single
     for (int s = 0; s < num_slots; ++s) {
       const Slot& slot = slots_[s];
@@ -81,8 +86,9 @@ void Lars::step(float lr) {
         }
         const double w_norm = std::sqrt(w2), g_norm = std::sqrt(g2);
         if (w_norm > 0.0 && g_norm > 0.0)
-          trust = options_.eta * w_norm / (g_norm + static_cast<double>(wd) * w_norm +
-                                           static_cast<double>(options_.epsilon));
+          trust =
+              options_.eta * w_norm /
+              (g_norm + static_cast<double>(wd) * w_norm + static_cast<double>(options_.epsilon));
       }
       trust_[s] = trust;
       scaled_lr_[s] = static_cast<float>(static_cast<double>(lr) * trust);

@@ -30,11 +30,16 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
 
 std::string to_string(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kConstant: return "constant";
-    case ScheduleKind::kPolynomial: return "poly";
-    case ScheduleKind::kCosine: return "cosine";
-    case ScheduleKind::kStep: return "step";
-    case ScheduleKind::kOneCycle: return "onecycle";
+    case ScheduleKind::kConstant:
+      return "constant";
+    case ScheduleKind::kPolynomial:
+      return "poly";
+    case ScheduleKind::kCosine:
+      return "cosine";
+    case ScheduleKind::kStep:
+      return "step";
+    case ScheduleKind::kOneCycle:
+      return "onecycle";
   }
   return "?";
 }
@@ -42,13 +47,15 @@ std::string to_string(ScheduleKind kind) {
 LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
   const ScheduleOptions& s = options_;
   NOSTRUM_CHECK(s.base_lr > 0.0 && std::isfinite(s.base_lr), OptionError,
-                "learning rate must be a positive number, got " + std::to_string(s.base_lr), "--lr");
+                "learning rate must be a positive number, got " + std::to_string(s.base_lr),
+                "--lr");
   NOSTRUM_CHECK(s.warmup_steps >= 0, OptionError, "warm-up must be >= 0 steps", "--warmup-epochs");
   NOSTRUM_CHECK(s.end_lr >= 0.0 && s.end_lr <= s.base_lr, OptionError,
                 "end learning rate must be in [0, base lr], got " + std::to_string(s.end_lr),
                 "--end-lr");
   switch (s.kind) {
-    case ScheduleKind::kConstant: break;
+    case ScheduleKind::kConstant:
+      break;
     case ScheduleKind::kPolynomial:
       NOSTRUM_CHECK(s.power > 0.0, OptionError, "polynomial power must be > 0", "--lr-poly-power");
       NOSTRUM_CHECK(s.decay_steps > 0 || s.total_steps > s.warmup_steps, OptionError,
@@ -76,8 +83,7 @@ LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
       NOSTRUM_CHECK(s.div_factor > 0.0 && s.final_div_factor > 0.0, OptionError,
                     "one-cycle div factors must be > 0", "--onecycle-div-factor");
       NOSTRUM_CHECK(s.warmup_steps == 0, OptionError,
-                    "one-cycle has its own warm-up phase: set the warm-up to 0",
-                    "--warmup-epochs");
+                    "one-cycle has its own warm-up phase: set the warm-up to 0", "--warmup-epochs");
       break;
   }
 }
@@ -99,7 +105,8 @@ double LrSchedule::lr(int64_t step) const {
     return s.base_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   const int64_t t = step - s.warmup_steps;  // steps since the end of warm-up
   switch (s.kind) {
-    case ScheduleKind::kConstant: return s.base_lr;
+    case ScheduleKind::kConstant:
+      return s.base_lr;
     case ScheduleKind::kPolynomial: {
       const int64_t decay = s.decay_steps > 0 ? s.decay_steps : s.total_steps - s.warmup_steps;
       const double frac = static_cast<double>(std::min(t, decay)) / static_cast<double>(decay);
@@ -113,13 +120,15 @@ double LrSchedule::lr(int64_t step) const {
     case ScheduleKind::kStep: {
       int64_t drops = 0;
       if (!s.milestones.empty()) {
-        drops = std::upper_bound(s.milestones.begin(), s.milestones.end(), t) - s.milestones.begin();
+        drops =
+            std::upper_bound(s.milestones.begin(), s.milestones.end(), t) - s.milestones.begin();
       } else {
         drops = t / s.step_size;
       }
       return s.base_lr * std::pow(s.gamma, static_cast<double>(drops));
     }
-    case ScheduleKind::kOneCycle: break;
+    case ScheduleKind::kOneCycle:
+      break;
   }
   return s.base_lr;
 }

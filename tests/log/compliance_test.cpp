@@ -3,10 +3,10 @@
 // tools/mlperf/score.py: olympic average, failed runs, wrong run counts.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 #include "log_test_paths.hpp"
@@ -116,7 +116,8 @@ size_t line_of(const std::vector<std::string>& lines, const std::string& key) {
 
 }  // namespace
 
-TEST_CASE("a ResNet log written by MlLogger passes the compliance checker (LARS and SGD)", "[log]") {
+TEST_CASE("a ResNet log written by MlLogger passes the compliance checker (LARS and SGD)",
+          "[log]") {
   const auto dir = nostrum::testing::scratch_dir("compliance-good");
   Recipe lars;
   write_log((dir / "lars.log").string(), lars);
@@ -247,7 +248,7 @@ void write_result(const std::string& path, double seconds, const char* status) {
 }
 
 std::string score(const std::vector<std::string>& logs, const std::string& extra, int* rc) {
-  const auto out = nostrum::testing::scratch_dir("score-out") / "out.txt";
+  const auto out = std::filesystem::path(logs.front()).parent_path() / "score-out.txt";
   std::string command = nostrum::testing::python() + " " + nostrum::testing::source_dir() +
                         "/tools/mlperf/score.py " + extra;
   for (const auto& l : logs) command += " " + l;

@@ -13,8 +13,12 @@
 
 namespace nostrum::testing {
 
-inline std::string python() { return NOSTRUM_PYTHON; }
-inline std::string source_dir() { return NOSTRUM_SOURCE_DIR; }
+inline std::string python() {
+  return NOSTRUM_PYTHON;
+}
+inline std::string source_dir() {
+  return NOSTRUM_SOURCE_DIR;
+}
 
 // A fresh empty directory under the system temp dir, unique per process and tag.
 inline std::filesystem::path scratch_dir(const std::string& tag) {

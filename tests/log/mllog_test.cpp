@@ -25,9 +25,9 @@ std::string read_all(const std::filesystem::path& p) {
 }  // namespace
 
 TEST_CASE("an MLPerf line has every field in the official order and format", "[log]") {
-  const std::string line = MlLogger::format(MlLogger::EventType::kIntervalEnd, 1700000000123,
-                                            {"src/train/main.cpp", 42}, "epoch_stop", nullptr,
-                                            {{"epoch_num", 3}});
+  const std::string line =
+      MlLogger::format(MlLogger::EventType::kIntervalEnd, 1700000000123, {"src/train/main.cpp", 42},
+                       "epoch_stop", nullptr, {{"epoch_num", 3}});
   CHECK(line ==
         ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000000123, \"event_type\": "
         "\"INTERVAL_END\", \"key\": \"epoch_stop\", \"value\": null, \"metadata\": {\"file\": "
@@ -58,9 +58,9 @@ TEST_CASE("NaN and Infinity are never printed: null plus a note", "[log]") {
   CHECK(std::string(note) == "nan");
   CHECK(LogValue(-std::numeric_limits<double>::infinity()).json(&note) == "null");
   CHECK(std::string(note) == "-inf");
-  const std::string line = MlLogger::format(
-      MlLogger::EventType::kPointInTime, 5, {"x.cpp", 1}, "eval_accuracy",
-      std::numeric_limits<float>::infinity(), {{"epoch_num", 1}, {"loss", std::nan("")}});
+  const std::string line = MlLogger::format(MlLogger::EventType::kPointInTime, 5, {"x.cpp", 1},
+                                            "eval_accuracy", std::numeric_limits<float>::infinity(),
+                                            {{"epoch_num", 1}, {"loss", std::nan("")}});
   CHECK(line.find("NaN") == std::string::npos);
   CHECK(line.find("nan,") == std::string::npos);
   CHECK(line.find("Infinity") == std::string::npos);

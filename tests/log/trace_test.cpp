@@ -33,7 +33,8 @@ TEST_CASE("trace events from several threads form valid Chrome-trace JSON", "[lo
   trace.write(path);
   // Python parses it and checks the structure Perfetto needs.
   const std::string command = nostrum::testing::python() + " " + nostrum::testing::source_dir() +
-                              "/tests/log/trace_check.py " + path + " 3 250 100 'allreduce \"comm\"'";
+                              "/tests/log/trace_check.py " + path +
+                              " 3 250 100 'allreduce \"comm\"'";
   CHECK(std::system(command.c_str()) == 0);
   std::filesystem::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // Learning-rate schedules: against torch's StepLR, MultiStepLR, CosineAnnealingLR and OneCycleLR
-// (run live by /usr/bin/python3), warm-up + polynomial decay against MLPerf's formula, option errors.
+// (run live by /usr/bin/python3), warm-up + polynomial decay against MLPerf's formula, option
+// errors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -20,10 +21,10 @@ namespace {
 std::vector<double> torch_lrs(const std::string& args, int steps) {
   const auto dir = nostrum::testing::scratch_dir("schedule");
   const std::string out = (dir / "lrs.bin").string();
-  const std::string command = nostrum::testing::torch_python() + " " +
-                              nostrum::testing::source_dir() + "/tests/optim/schedule_reference.py " +
-                              args.substr(0, args.find(' ')) + " " + std::to_string(steps) + " " +
-                              out + args.substr(args.find(' '));
+  const std::string command =
+      nostrum::testing::torch_python() + " " + nostrum::testing::source_dir() +
+      "/tests/optim/schedule_reference.py " + args.substr(0, args.find(' ')) + " " +
+      std::to_string(steps) + " " + out + args.substr(args.find(' '));
   REQUIRE(std::system(command.c_str()) == 0);
   std::ifstream f(out, std::ios::binary);
   std::vector<double> lrs(static_cast<size_t>(steps));

@@ -1,7 +1,7 @@
 // SGD against torch.optim.SGD and LARS against a re-implementation of MLPerf's LARS, run live by
 // /usr/bin/python3 on the same random tensors and gradients for 12 steps; plus option errors.
-#include <catch2/catch.hpp>
 #include <omp.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -46,7 +46,8 @@ struct Model {
         {"fc.bias", {Shape{10}, ParameterKind::kBias}},
     };
     size_t capacity = 0;
-    for (const auto& s : specs) capacity += Arena::padded(static_cast<size_t>(s.second.first.numel()));
+    for (const auto& s : specs)
+      capacity += Arena::padded(static_cast<size_t>(s.second.first.numel()));
     values = Arena(capacity, "parameters");
     grads = Arena(capacity, "gradients");
     std::mt19937 rng(1234);
@@ -71,12 +72,14 @@ struct Model {
     std::vector<float> out;
     for (const Parameter& p : table)
       if (p.trainable())
-        out.insert(out.end(), (gradient ? p.grad : p.value), (gradient ? p.grad : p.value) + p.numel());
+        out.insert(out.end(), (gradient ? p.grad : p.value),
+                   (gradient ? p.grad : p.value) + p.numel());
     return out;
   }
 };
 
-// Deterministic gradients for step k; bn1.weight gets an all-zero gradient at step 3 (LARS trust 1).
+// Deterministic gradients for step k; bn1.weight gets an all-zero gradient at step 3 (LARS trust
+// 1).
 void fill_gradients(Model& m, int step) {
   std::mt19937 rng(777 + step);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -104,8 +107,8 @@ std::vector<float> read_floats(const std::string& path) {
   return v;
 }
 
-// Runs `optimizer` kSteps steps with learning rates `lrs` and the Python reference on the same data;
-// every trainable value after every step must agree within |a - b| <= atol + rtol |b|.
+// Runs `optimizer` kSteps steps with learning rates `lrs` and the Python reference on the same
+// data; every trainable value after every step must agree within |a - b| <= atol + rtol |b|.
 void compare_with_reference(const std::string& tag, const std::string& optimizer_json,
                             bool exempt_bias_and_norm, const std::vector<float>& lrs,
                             nostrum::optim::Optimizer& opt, Model& m, double rtol, double atol) {
@@ -119,8 +122,8 @@ void compare_with_reference(const std::string& tag, const std::string& optimizer
     if (!p.trainable()) continue;
     cfg << (first ? "" : ", ") << "{\"name\": \"" << p.name << "\", \"shape\": [";
     for (int a = 0; a < p.shape.rank(); ++a) cfg << (a ? ", " : "") << p.shape[a];
-    cfg << "], \"exempt_decay\": " << ((exempt_bias_and_norm && p.is_bias_or_norm()) ? "true" : "false")
-        << "}";
+    cfg << "], \"exempt_decay\": "
+        << ((exempt_bias_and_norm && p.is_bias_or_norm()) ? "true" : "false") << "}";
     first = false;
   }
   cfg << "]}";
@@ -206,7 +209,8 @@ TEST_CASE("SGD matches torch.optim.SGD (plain, momentum, Nesterov, decay, exempt
   }
 }
 
-TEST_CASE("LARS matches MLPerf's reference LARS (TF LARSOptimizer), BN and bias exempt", "[optim]") {
+TEST_CASE("LARS matches MLPerf's reference LARS (TF LARSOptimizer), BN and bias exempt",
+          "[optim]") {
   for (bool nesterov : {false, true}) {
     SECTION(nesterov ? "nesterov" : "heavy-ball") {
       Model m;
@@ -218,7 +222,8 @@ TEST_CASE("LARS matches MLPerf's reference LARS (TF LARSOptimizer), BN and bias 
       o.nesterov = nesterov;
       nostrum::optim::Lars lars(m.table, o);
       std::ostringstream json;
-      json << std::setprecision(9) << "\"optimizer\": \"lars\", \"options\": {\"momentum\": " << o.momentum
+      json << std::setprecision(9)
+           << "\"optimizer\": \"lars\", \"options\": {\"momentum\": " << o.momentum
            << ", \"weight_decay\": " << o.weight_decay << ", \"eta\": " << o.eta
            << ", \"epsilon\": " << o.epsilon << ", \"nesterov\": " << (nesterov ? "true" : "false")
            << "}";
@@ -264,7 +269,8 @@ TEST_CASE("optimizers reject bad options with an OptionError naming the option",
   nostrum::optim::SgdOptions nesterov_without_momentum{0.0f, 0.0f, true, 0.0f, false};
   CHECK_THROWS_AS(nostrum::optim::Sgd(m.table, nesterov_without_momentum), nostrum::OptionError);
   nostrum::optim::SgdOptions negative_decay{0.9f, 0.0f, false, -1.0f, false};
-  CHECK_THROWS_WITH(nostrum::optim::Sgd(m.table, negative_decay), Catch::Contains("--weight-decay"));
+  CHECK_THROWS_WITH(nostrum::optim::Sgd(m.table, negative_decay),
+                    Catch::Contains("--weight-decay"));
   nostrum::optim::LarsOptions bad_eta;
   bad_eta.eta = 0.0f;
   CHECK_THROWS_WITH(nostrum::optim::Lars(m.table, bad_eta), Catch::Contains("--lars-eta"));

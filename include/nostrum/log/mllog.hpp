@@ -1,6 +1,7 @@
 // MlLogger: MLPerf's `:::MLLOG {json}` lines (namespace, time_ms, event_type, key, value, metadata
 // with file and lineno) to a file and/or stdout, written by rank 0 only (the caller says which rank
-// it is; no MPI here). NaN and Infinity are never printed: they become null plus a "nonfinite" note.
+// it is; no MPI here). NaN and Infinity are never printed: they become null plus a "nonfinite"
+// note.
 #pragma once
 
 #include <cstdint>

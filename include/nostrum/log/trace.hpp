@@ -1,7 +1,8 @@
 // TraceWriter: a per-rank Chrome-trace timeline (opens in Perfetto / chrome://tracing). Events
 // (name, category, phase B/E/i, thread id, time) are appended into a buffer preallocated at
-// construction (lock-free, any thread) and written as JSON at the end or on demand. Disabled tracing
-// is a null TraceWriter pointer: callers test it and do nothing else (TraceScope does that for them).
+// construction (lock-free, any thread) and written as JSON at the end or on demand. Disabled
+// tracing is a null TraceWriter pointer: callers test it and do nothing else (TraceScope does that
+// for them).
 #pragma once
 
 #include <atomic>
@@ -21,9 +22,15 @@ class TraceWriter {
   // `name` and `category` must outlive the writer (string literals, or names held by the parameter
   // table / layer list); they are stored as pointers. `thread` is our thread id (0 = main,
   // 1 = communication thread, 2+ = loaders, by convention).
-  void begin(const char* name, const char* category, int thread) { append(name, category, 'B', thread); }
-  void end(const char* name, const char* category, int thread) { append(name, category, 'E', thread); }
-  void instant(const char* name, const char* category, int thread) { append(name, category, 'i', thread); }
+  void begin(const char* name, const char* category, int thread) {
+    append(name, category, 'B', thread);
+  }
+  void end(const char* name, const char* category, int thread) {
+    append(name, category, 'E', thread);
+  }
+  void instant(const char* name, const char* category, int thread) {
+    append(name, category, 'i', thread);
+  }
   // Names a thread in the viewer ("main", "allreduce", ...); stored like event names.
   void name_thread(int thread, const char* name);
 

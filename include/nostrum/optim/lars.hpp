@@ -43,7 +43,7 @@ class Lars final : public Optimizer {
     const float* grad;  // (numel) gradient
     float* momentum;    // (numel) buffer in state_
     int64_t numel;
-    bool adaptive;      // trust ratio and weight decay apply (not bias/BN)
+    bool adaptive;  // trust ratio and weight decay apply (not bias/BN)
     int64_t first_block;
     int64_t num_blocks;
   };
@@ -53,11 +53,11 @@ class Lars final : public Optimizer {
   };
   LarsOptions options_;
   std::vector<Slot> slots_;
-  std::vector<Block> blocks_;          // every adaptive tensor cut into kBlock pieces
-  std::vector<double> partial_w2_;     // per block: sum of w^2
-  std::vector<double> partial_g2_;     // per block: sum of g^2
-  std::vector<double> trust_;          // per slot
-  std::vector<float> scaled_lr_;       // per slot, this step
+  std::vector<Block> blocks_;       // every adaptive tensor cut into kBlock pieces
+  std::vector<double> partial_w2_;  // per block: sum of w^2
+  std::vector<double> partial_g2_;  // per block: sum of g^2
+  std::vector<double> trust_;       // per slot
+  std::vector<float> scaled_lr_;    // per slot, this step
 };
 
 }  // namespace nostrum::optim

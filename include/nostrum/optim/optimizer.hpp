@@ -13,8 +13,8 @@ namespace nostrum::optim {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update of every trainable parameter from its gradient, with learning rate `lr` (the value of
-  // the schedule at this step). Buffers (running statistics) are never touched.
+  // One update of every trainable parameter from its gradient, with learning rate `lr` (the value
+  // of the schedule at this step). Buffers (running statistics) are never touched.
   virtual void step(float lr) = 0;
   virtual std::string name() const = 0;  // "sgd" or "lars": MLPerf's opt_name
 

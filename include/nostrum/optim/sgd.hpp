@@ -34,9 +34,9 @@ class Sgd final : public Optimizer {
 
  private:
   struct Slot {
-    float* value;     // (numel) parameter
+    float* value;       // (numel) parameter
     const float* grad;  // (numel) gradient
-    float* momentum;  // (numel) buffer in state_
+    float* momentum;    // (numel) buffer in state_
     int64_t numel;
     float weight_decay;  // 0 when exempt
   };
