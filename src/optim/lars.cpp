@@ -65,10 +65,22 @@ void Lars::step(float lr) {
       const Block block = blocks_[b];
       const float* w = slots_[block.slot].value;
       const float* g = slots_[block.slot].grad;
+      // 8 independent accumulators (fixed lanes: deterministic) let the compiler vectorise.
+      double w_lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, g_lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = block.begin;
+      for (; i + 8 <= block.end; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          w_lane[j] += static_cast<double>(w[i + j]) * w[i + j];
+          g_lane[j] += static_cast<double>(g[i + j]) * g[i + j];
+        }
+      for (int j = 0; i < block.end; ++i, ++j) {
+        w_lane[j] += static_cast<double>(w[i]) * w[i];
+        g_lane[j] += static_cast<double>(g[i]) * g[i];
+      }
       double w2 = 0.0, g2 = 0.0;
-      for (int64_t i = block.begin; i < block.end; ++i) {
-        w2 += static_cast<double>(w[i]) * w[i];
-        g2 += static_cast<double>(g[i]) * g[i];
+      for (int j = 0; j < 8; ++j) {
+        w2 += w_lane[j];
+        g2 += g_lane[j];
       }
       partial_w2_[b] = w2;
       partial_g2_[b] = g2;
