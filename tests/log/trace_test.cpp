@@ -39,7 +39,8 @@ TEST_CASE("trace events from several threads form valid Chrome-trace JSON", "[lo
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a full trace buffer drops and counts events; a null writer records nothing", "[log]") {
+TEST_CASE("a full trace buffer drops and counts events and a null writer records nothing",
+          "[log]") {
   TraceWriter trace(0, 4);
   for (int i = 0; i < 10; ++i) trace.instant("x", "y", 0);
   CHECK(trace.size() == 4);

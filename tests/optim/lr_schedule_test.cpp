@@ -108,7 +108,7 @@ TEST_CASE("warm-up then polynomial decay follows MLPerf's ResNet formula", "[opt
   CHECK(LrSchedule(o).lr(14) == Approx(s.lr(14)).epsilon(1e-15));
 }
 
-TEST_CASE("warm-up applies to cosine and step schedules; schedules are pure functions", "[optim]") {
+TEST_CASE("warm-up applies to cosine and step schedules, which are pure functions", "[optim]") {
   ScheduleOptions o;
   o.kind = ScheduleKind::kCosine;
   o.base_lr = 1.0;
