@@ -77,6 +77,7 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
   std::string value(size, '\0');
   H5Handle mem(H5Tcopy(H5T_C_S1));
   H5Tset_size(mem.get(), size);
+  H5Tset_strpad(mem.get(), H5T_STR_NULLPAD);  // keep every stored byte; we trim at the first NUL
   NOSTRUM_CHECK(H5Aread(attr.get(), mem.get(), value.data()) >= 0, DataError,
                 std::string("cannot read attribute '") + name + "'", where);
   value.resize(value.find_first_of('\0') == std::string::npos ? size : value.find_first_of('\0'));

@@ -54,10 +54,11 @@ void JpegDecoder::decode_rgb(const uint8_t* bytes, size_t size, int denominator,
                                    height, format, 0);
   if (status != 0) {
     const char* message = tjGetErrorStr2(h);
-    // Warnings: a truncated file ("Premature end of JPEG file") is an error; other warnings (e.g.
-    // extraneous bytes before a marker, as in a few ImageNet files) leave a complete image.
+    // libjpeg's warnings mean missing or damaged data (truncation, bad Huffman codes), except
+    // "extraneous bytes before marker", which a few ImageNet files carry and which leaves the image
+    // whole (PIL and torchvision accept those files silently): that one alone is tolerated.
     const bool warning = tjGetErrorCode(h) == TJERR_WARNING;
-    if (!warning || std::strstr(message, "Premature end") != nullptr) {
+    if (!warning || std::strstr(message, "extraneous bytes") == nullptr) {
       throw DataError(std::string("corrupt or truncated JPEG: ") + message, where);
     }
   }

@@ -225,7 +225,7 @@ void pread_all(int fd, uint8_t* out, size_t size, uint64_t offset, const std::st
 void ShardReader::read(int64_t i, std::vector<uint8_t>& out, const std::string& where) const {
   const size_t k = static_cast<size_t>(i);
   const size_t size = lengths_[k];
-  if (out.size() < size) out.resize(size);
+  out.resize(size);  // keeps its capacity: no allocation once the largest sample has been read
   const auto name = [&]() { return where.empty() ? path_ + " sample " + std::to_string(i) : where; };
   pread_all(fd_, out.data(), size, payload_offset_ + offsets_[k], name());
   const uint32_t crc = crc32_of(out.data(), size);

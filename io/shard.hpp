@@ -59,7 +59,8 @@ class ShardReader {
   size_t sample_size(int64_t i) const { return lengths_[static_cast<size_t>(i)]; }
   size_t max_sample_size() const { return max_length_; }
 
-  // Reads sample i into out (resized as needed; no allocation once large enough) and checks its
+  // Reads sample i into out (resized to the sample's size; no allocation once its capacity holds the
+  // largest sample) and checks its
   // crc32; DataError naming the file and sample on a short read or checksum mismatch.
   // `where` names the sample in errors (default: "<path> sample <i>").
   void read(int64_t i, std::vector<uint8_t>& out, const std::string& where = {}) const;

@@ -26,7 +26,9 @@ struct InputFile {
   uint64_t size = 0;
 };
 
-// Sorted regular, non-hidden files of dir; IoError naming dir if it cannot be listed.
+// Sorted non-hidden entries of dir: its sub-directories (directories) or everything else. An entry
+// whose type cannot be read (a link loop) is an error when listing classes, and counts as a file
+// otherwise, so it fails, named, when it is opened. IoError naming dir if dir cannot be listed.
 std::vector<std::string> list_files(const fs::path& dir, bool directories) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
@@ -36,7 +38,10 @@ std::vector<std::string> list_files(const fs::path& dir, bool directories) {
     NOSTRUM_CHECK(!ec, IoError, "cannot read directory: " + ec.message(), dir.string());
     const std::string name = it->path().filename().string();
     if (name.empty() || name[0] == '.') continue;
-    const bool is_dir = it->is_directory(ec);
+    std::error_code type_error;
+    const bool is_dir = fs::is_directory(it->path(), type_error);
+    NOSTRUM_CHECK(!(directories && type_error), IoError, "cannot read: " + type_error.message(),
+                  it->path().string(), "a class folder whose type cannot be read makes the class list ambiguous");
     if (directories ? is_dir : !is_dir) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
