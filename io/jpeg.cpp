@@ -22,7 +22,7 @@ JpegHeader JpegDecoder::header(const uint8_t* bytes, size_t size, const std::str
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (size < 4 || tjDecompressHeader3(h, bytes, static_cast<unsigned long>(size), &width, &height,
                                       &subsamp, &colorspace) != 0) {
-    throw DataError(std::string("not a JPEG image: ") + (size < 4 ? "too short" : tjGetErrorStr2(h)), where);
+    throw DataError(std::string("not a JPEG image, or its header is damaged: ") + (size < 4 ? "too short" : tjGetErrorStr2(h)), where);
   }
   NOSTRUM_CHECK(width > 0 && height > 0, DataError, "JPEG with an empty image", where);
   JpegHeader header;
