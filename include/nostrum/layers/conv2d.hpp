@@ -29,4 +29,22 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
                      const float* weight, const ConvGeometry& g, float* scratch);
 
+// ---- tuning knobs (the functions above use the defaults) ------------------------------------------
+// How a conv uses the OpenMP pool: one threaded GEMM per tile of output rows, or each thread its own
+// tiles with single-threaded GEMMs. kAuto picks per shape and per pass. Results are bit-reproducible
+// for a fixed choice and thread count.
+enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
+
+struct ConvOptions {
+  ConvThreading threading = ConvThreading::kAuto;
+  size_t column_budget_floats = 0;  // im2col tile buffer, all threads together; 0: the default (16 MiB)
+};
+
+size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);
+void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
+                    float* scratch, const ConvOptions& options);
+void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
+                     const float* weight, const ConvGeometry& g, float* scratch,
+                     const ConvOptions& options);
+
 }  // namespace nostrum::layers

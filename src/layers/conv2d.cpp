@@ -1,0 +1,278 @@
+// Conv2d on NHWC activations as GEMMs: 1x1 stride-1 convs multiply the activations directly; other
+// shapes build (rows, R*S*C) im2col tiles (bounded scratch) against weights packed to (K, R*S*C).
+#include "nostrum/layers/conv2d.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "nostrum/core/arena.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/im2col.hpp"
+
+namespace nostrum::layers {
+
+namespace {
+
+using kernels::gemm;
+using kernels::PatchShape;
+using kernels::Trans;
+
+constexpr size_t kDefaultColumnBudgetFloats = size_t(1) << 22;  // 16 MiB of im2col tiles
+
+std::string describe(const ConvGeometry& g) {
+  return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) + " W=" +
+         std::to_string(g.W) + " C=" + std::to_string(g.C) + " K=" + std::to_string(g.K) +
+         " R=" + std::to_string(g.R) + " S=" + std::to_string(g.S) +
+         " stride=" + std::to_string(g.stride) + " pad=" + std::to_string(g.pad);
+}
+
+void check_geometry(const ConvGeometry& g) {
+  NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
+                    g.stride > 0 && g.pad >= 0,
+                ShapeError, "conv sizes must be positive (pad >= 0)", describe(g));
+  NOSTRUM_CHECK(g.H + 2 * g.pad >= g.R && g.W + 2 * g.pad >= g.S, ShapeError,
+                "conv kernel larger than the padded input", describe(g),
+                "increase the input size or the padding");
+}
+
+// Everything a call decides from the geometry: no allocation, no state.
+struct Plan {
+  PatchShape shape;
+  int64_t rows = 0;         // output pixels N*P*Q: the GEMM's M
+  int64_t row_length = 0;   // R*S*C: the GEMM's inner dimension
+  bool direct = false;      // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
+  bool pack = false;        // weight (K,C,R,S) must be reordered to (K, R*S*C)
+  size_t pack_floats = 0;   // packed weights (or their gradient), padded to 64 bytes
+  size_t column_floats = 0; // im2col tile buffer
+  int64_t shared_tile_rows = 0;
+};
+
+Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
+  check_geometry(g);
+  Plan plan;
+  PatchShape& s = plan.shape;
+  s.N = g.N, s.H = g.H, s.W = g.W, s.C = g.C, s.R = g.R, s.S = g.S, s.stride = g.stride;
+  s.pad = g.pad, s.P = g.P(), s.Q = g.Q();
+  plan.rows = s.rows();
+  plan.row_length = s.row_length();
+  plan.direct = g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0;
+  plan.pack = g.R * g.S > 1 && g.C > 1;
+  plan.pack_floats = plan.pack ? Arena::padded(size_t(g.K) * plan.row_length) : 0;
+  if (!plan.direct) {
+    const size_t budget = options.column_budget_floats ? options.column_budget_floats
+                                                       : kDefaultColumnBudgetFloats;
+    const size_t all = size_t(plan.rows) * plan.row_length;
+    plan.column_floats = std::min(all, std::max(budget, size_t(plan.row_length)));
+    plan.shared_tile_rows = int64_t(plan.column_floats / plan.row_length);
+  }
+  return plan;
+}
+
+// Rows per thread tile when every thread owns a slice of the column buffer (0: does not fit).
+int64_t per_thread_tile_rows(const Plan& plan, int threads) {
+  if (plan.direct) return plan.rows;
+  return int64_t(plan.column_floats / (size_t(threads) * plan.row_length));
+}
+
+// [begin, end) of `count` items for part `part` of `parts` (balanced, contiguous).
+inline int64_t split(int64_t count, int part, int parts) { return count * part / parts; }
+
+enum class Pass { kForward, kBackwardData, kBackwardWeights };
+
+// Which threading a pass uses. Per-thread tiles need a buffer slice per thread and, for the data
+// gradient, at least one image per thread (threads then own disjoint parts of d_in).
+ConvThreading choose(const Plan& plan, const ConvGeometry& g, Pass pass, int threads,
+                     ConvThreading requested) {
+  if (threads <= 1 || pass == Pass::kBackwardWeights) return ConvThreading::kSharedGemm;
+  const bool per_thread_fits =
+      per_thread_tile_rows(plan, threads) > 0 && (pass != Pass::kBackwardData || g.N >= threads);
+  if (!per_thread_fits) return ConvThreading::kSharedGemm;
+  if (requested != ConvThreading::kAuto) return requested;
+  return ConvThreading::kSharedGemm;
+}
+
+// col (rows, R*S*C) for output rows [row_begin, row_begin + rows), the rows split over the pool.
+void im2col_parallel(float* col, const float* in, const Plan& plan, int64_t row_begin,
+                     int64_t rows) {
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t b = split(rows, t, nt), e = split(rows, t + 1, nt);
+    kernels::im2col_nhwc(col + b * plan.row_length, in, plan.shape, row_begin + b, row_begin + e);
+  }
+}
+
+// d_in (N,H,W,C) += col (rows, R*S*C) for output rows [row_begin, row_begin + rows); each thread
+// owns a channel range, so no two threads touch the same float.
+void col2im_parallel(float* d_in, const float* col, const Plan& plan, int64_t row_begin,
+                     int64_t rows) {
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int c0 = int(split(plan.shape.C, t, nt)), c1 = int(split(plan.shape.C, t + 1, nt));
+    kernels::col2im_nhwc_add(d_in, col, plan.shape, row_begin, row_begin + rows, c0, c1);
+  }
+}
+
+void zero_parallel(float* p, int64_t count) {
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t b = split(count, t, nt), e = split(count, t + 1, nt);
+    std::memset(p + b, 0, size_t(e - b) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options) {
+  const Plan plan = make_plan(g, options);
+  return plan.pack_floats + plan.column_floats;
+}
+
+size_t conv2d_scratch_floats(const ConvGeometry& g) { return conv2d_scratch_floats(g, {}); }
+
+void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
+                    float* scratch, const ConvOptions& options) {
+  const Plan plan = make_plan(g, options);
+  const int threads = omp_get_max_threads();
+  const int K = g.K;
+  const int64_t L = plan.row_length;
+  float* column = scratch + plan.pack_floats;
+  const float* packed = weight;  // (K, R*S*C)
+  if (plan.pack) {
+    kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
+    packed = scratch;
+  }
+  const ConvThreading mode = choose(plan, g, Pass::kForward, threads, options.threading);
+
+  if (mode == ConvThreading::kSharedGemm) {
+    if (plan.direct) {
+      gemm(Trans::kNo, Trans::kYes, int(plan.rows), K, int(L), 1.0f, in, int(L), packed, int(L),
+           0.0f, out, K);
+      return;
+    }
+    for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
+      const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
+      im2col_parallel(column, in, plan, r0, n);
+      gemm(Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, column, int(L), packed, int(L), 0.0f,
+           out + r0 * K, K);
+    }
+    return;
+  }
+
+  const int64_t tile = per_thread_tile_rows(plan, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t begin = split(plan.rows, t, nt), end = split(plan.rows, t + 1, nt);
+    float* my_column = plan.direct ? nullptr : column + t * tile * L;
+    for (int64_t r0 = begin; r0 < end; r0 += tile) {
+      const int64_t n = std::min(tile, end - r0);
+      const float* a = in + r0 * L;  // direct: the activations are the columns
+      if (!plan.direct) {
+        kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
+        a = my_column;
+      }
+      gemm(Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed, int(L), 0.0f,
+           out + r0 * K, K);
+    }
+  }
+}
+
+void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
+                    float* scratch) {
+  conv2d_forward(out, in, weight, g, scratch, {});
+}
+
+void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
+                     const float* weight, const ConvGeometry& g, float* scratch,
+                     const ConvOptions& options) {
+  const Plan plan = make_plan(g, options);
+  const int threads = omp_get_max_threads();
+  const int K = g.K;
+  const int64_t L = plan.row_length;
+  float* column = scratch + plan.pack_floats;
+
+  // Weight gradient: d_weight (K, R*S*C) = d_out^T (K, rows) x columns (rows, R*S*C), one GEMM per
+  // tile accumulating in a fixed order.
+  float* d_packed = plan.pack ? scratch : d_weight;
+  if (plan.direct) {
+    gemm(Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K, in, int(L), 0.0f,
+         d_packed, int(L));
+  } else {
+    for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
+      const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
+      im2col_parallel(column, in, plan, r0, n);
+      gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, column, int(L),
+           r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
+    }
+  }
+  if (plan.pack) kernels::unpack_conv_weight(d_weight, d_packed, g.K, g.C, g.R, g.S);
+  if (d_in == nullptr) return;
+
+  // Data gradient: columns (rows, R*S*C) = d_out (rows, K) x packed (K, R*S*C), scattered back.
+  const float* packed = weight;
+  if (plan.pack) {
+    kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
+    packed = scratch;
+  }
+  const ConvThreading mode = choose(plan, g, Pass::kBackwardData, threads, options.threading);
+  if (plan.direct) {
+    if (mode == ConvThreading::kSharedGemm) {
+      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), 0.0f,
+           d_in, int(L));
+      return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t begin = split(plan.rows, t, nt), end = split(plan.rows, t + 1, nt);
+      if (end > begin)
+        gemm(Trans::kNo, Trans::kNo, int(end - begin), int(L), K, 1.0f, d_out + begin * K, K,
+             packed, int(L), 0.0f, d_in + begin * L, int(L));
+    }
+    return;
+  }
+
+  const int64_t pixels_per_image = int64_t(g.H) * g.W * g.C;
+  const int64_t rows_per_image = int64_t(plan.shape.P) * plan.shape.Q;
+  if (mode == ConvThreading::kSharedGemm) {
+    zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
+    for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
+      const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
+      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
+           0.0f, column, int(L));
+      col2im_parallel(d_in, column, plan, r0, n);
+    }
+    return;
+  }
+
+  // Per-thread: thread t owns images [n0, n1) of d_in, so its scatter never meets another thread's.
+  const int64_t tile = per_thread_tile_rows(plan, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t n0 = split(g.N, t, nt), n1 = split(g.N, t + 1, nt);
+    std::memset(d_in + n0 * pixels_per_image, 0, size_t((n1 - n0) * pixels_per_image) * sizeof(float));
+    float* my_column = column + t * tile * L;
+    const int64_t end = n1 * rows_per_image;
+    for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
+      const int64_t n = std::min(tile, end - r0);
+      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
+           0.0f, my_column, int(L));
+      kernels::col2im_nhwc_add(d_in, my_column, plan.shape, r0, r0 + n, 0, g.C);
+    }
+  }
+}
+
+void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
+                     const float* weight, const ConvGeometry& g, float* scratch) {
+  conv2d_backward(d_in, d_weight, d_out, in, weight, g, scratch, {});
+}
+
+}  // namespace nostrum::layers
