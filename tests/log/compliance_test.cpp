@@ -11,6 +11,7 @@
 
 #include "log_test_paths.hpp"
 #include "nostrum/log/mllog.hpp"
+#include "nostrum/log/resnet_hyperparameters.hpp"
 
 using nostrum::log::LogValue;
 using nostrum::log::MlLogger;
@@ -43,26 +44,18 @@ void write_log(const std::string& path, const Recipe& r) {
   log.event(NOSTRUM_HERE, keys::kGradientAccumulationSteps, 1);
   log.event(NOSTRUM_HERE, keys::kTrainSamples, 1281167);
   log.event(NOSTRUM_HERE, keys::kEvalSamples, 50000);
-  log.event(NOSTRUM_HERE, keys::kOptName, r.optimizer);
-  if (r.optimizer == "lars") {
-    log.event(NOSTRUM_HERE, keys::kLarsOptBaseLearningRate, r.base_lr);
-    log.event(NOSTRUM_HERE, keys::kLarsOptEndLearningRate, r.end_lr);
-    log.event(NOSTRUM_HERE, keys::kLarsOptLearningRateDecayPolyPower, r.poly_power);
-    log.event(NOSTRUM_HERE, keys::kLarsOptLearningRateDecaySteps, 2000);
-    log.event(NOSTRUM_HERE, keys::kLarsEpsilon, 0.0f);
-    log.event(NOSTRUM_HERE, keys::kLarsOptLearningRateWarmupEpochs, 2);
-    log.event(NOSTRUM_HERE, keys::kLarsOptMomentum, 0.9f);
-    log.event(NOSTRUM_HERE, keys::kLarsOptWeightDecay, r.weight_decay);
-  } else {
-    log.event(NOSTRUM_HERE, keys::kSgdOptBaseLearningRate, r.base_lr);
-    log.event(NOSTRUM_HERE, keys::kSgdOptEndLearningRate, r.end_lr);
-    log.event(NOSTRUM_HERE, keys::kSgdOptLearningRateDecayPolyPower, r.poly_power);
-    log.event(NOSTRUM_HERE, keys::kSgdOptLearningRateDecaySteps, 2000);
-    log.event(NOSTRUM_HERE, keys::kSgdOptWeightDecay, r.weight_decay);
-    log.event(NOSTRUM_HERE, keys::kSgdOptMomentum, 0.9f);
-    log.event(NOSTRUM_HERE, keys::kOptLearningRateWarmupEpochs, 2);
-    log.event(NOSTRUM_HERE, keys::kModelBnSpan, 64);
-  }
+  nostrum::log::ResnetHyperparameters h;
+  h.optimizer = r.optimizer;
+  h.base_lr = r.base_lr;
+  h.end_lr = r.end_lr;
+  h.poly_power = r.poly_power;
+  h.decay_steps = 2000;
+  h.warmup_epochs = 2;
+  h.momentum = 0.9;
+  h.weight_decay = r.weight_decay;
+  h.epsilon = 0.0;
+  h.bn_span = 64;
+  nostrum::log::log_hyperparameters(log, NOSTRUM_HERE, h);
   log.end(NOSTRUM_HERE, keys::kInitStop);
   log.start(NOSTRUM_HERE, keys::kRunStart);
   for (int first = 1; first <= 3; first += 2) {
@@ -230,6 +223,44 @@ TEST_CASE("the compliance checker fails bad logs", "[log]") {
     write_lines(bad, {});
     CHECK(check_log(bad) == 1);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the C++ closed-division check agrees with the compliance checker", "[log]") {
+  const auto dir = nostrum::testing::scratch_dir("compliance-agree");
+  const std::string path = (dir / "run.log").string();
+  std::vector<Recipe> recipes(9);
+  int passing = 0;
+  recipes[1].end_lr = 0.0002;
+  recipes[2].weight_decay = 0.00015;
+  recipes[3].poly_power = 3.0;
+  recipes[4].optimizer = "sgd";
+  recipes[4].base_lr = 8.192;
+  recipes[4].weight_decay = 0.0001;
+  recipes[5] = recipes[4];
+  recipes[5].base_lr = 8.1925;
+  recipes[6] = recipes[4];
+  recipes[6].weight_decay = 0.0005;
+  recipes[7].weight_decay = 0.0001 / 8;
+  recipes[8].base_lr = -1.0;
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    const Recipe& r = recipes[i];
+    nostrum::log::ResnetHyperparameters h;
+    h.optimizer = r.optimizer;
+    h.base_lr = r.base_lr;
+    h.end_lr = r.end_lr;
+    h.poly_power = r.poly_power;
+    h.decay_steps = 2000;
+    h.warmup_epochs = 2;
+    h.weight_decay = r.weight_decay;
+    h.bn_span = 64;
+    const auto violations = nostrum::log::closed_division_violations(h);
+    write_log(path, r);
+    INFO("recipe " << i << (violations.empty() ? "" : ": " + violations.front()));
+    CHECK(violations.empty() == (check_log(path) == 0));
+    passing += violations.empty() ? 1 : 0;
+  }
+  CHECK(passing == 3);  // recipes 0, 4 and 7 comply; the other six break one rule each
   std::filesystem::remove_all(dir);
 }
 
