@@ -1,0 +1,109 @@
+// Model: a ResNet built once for a maximum batch and image size, owning every arena it needs
+// (parameters, gradients, buffers, activations, scratch). forward/loss/backward never allocate.
+// Images are NHWC float (N,H,W,C); parameters are in PyTorch layout, named by torchvision's
+// state_dict keys, laid out in state_dict (forward) order in one parameter and one gradient arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nostrum/core/arena.hpp"
+#include "nostrum/core/parameter.hpp"
+#include "nostrum/core/reducer.hpp"
+#include "nostrum/model/architecture.hpp"
+
+namespace nostrum::model {
+
+enum class Phase { kForward, kBackward };
+
+// Per-layer timing hook (benchmark --layers, driver --trace). Times are omp_get_wtime() seconds.
+// When none is set the model reads no clock at all.
+class LayerObserver {
+ public:
+  virtual ~LayerObserver() = default;
+  virtual void on_layer(const std::string& layer, Phase phase, double start_s, double end_s) = 0;
+};
+
+// Called during backward after each layer with parameters: every gradient at offsets >= ready_from
+// in the gradient arena is final. ready_from only decreases during one backward.
+using GradientReadyCallback = std::function<void(size_t ready_from)>;
+
+class Model {
+ public:
+  // Factory by name; throws OptionError listing the valid names for an unknown one.
+  static std::unique_ptr<Model> create(const ModelConfig& config);
+
+  explicit Model(const ResNetSpec& spec);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Shape inference for (max_batch, H, W, in_channels) images; allocates every arena. Call once
+  // before anything else (the parameter table exists only after build). ShapeError if too small.
+  void build(int max_batch, int height, int width);
+  // Torchvision's initialisation from a seed: conv Kaiming normal (fan_out, ReLU), BN gamma 1 (0 for
+  // the last BN of each block with zero_init_residual), beta 0, running mean 0, var 1, fc
+  // PyTorch's default uniform(+-1/sqrt(fan_in)). Deterministic for any thread count.
+  void init(uint64_t seed);
+
+  // forward: images (n,H,W,C) with n <= max_batch -> logits (n, num_classes), valid until the next
+  // forward. training = batch statistics (updating running ones) and keeping what backward needs.
+  const float* forward(const float* images, int n, bool training);
+  // Mean softmax cross-entropy (label smoothing) of the last forward's logits; stores d_logits =
+  // grad_scale * (softmax - target) for backward. labels (n) with n of the last forward.
+  double loss(const int32_t* labels, float label_smoothing, float grad_scale);
+  // Top-1 correct count of the last forward's logits. labels (n).
+  int count_correct(const int32_t* labels) const;
+  // Gradients of the last training forward + loss into the gradient arena (overwritten, no need to
+  // zero it). on_ready as described above (may be empty).
+  void backward(const GradientReadyCallback& on_ready = {});
+
+  void set_norm_reducer(Reducer* reducer);       // sync-BN; nullptr = per-rank statistics
+  void set_observer(LayerObserver* observer);    // nullptr = no timing
+
+  const ResNetSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  int num_classes() const { return spec_.num_classes; }
+  int max_batch() const { return max_batch_; }
+  int height() const { return height_; }
+  int width() const { return width_; }
+  int channels() const { return spec_.in_channels; }
+  int last_batch() const { return batch_; }
+
+  // Every parameter and buffer in state_dict order. Trainable entries point into the parameter and
+  // gradient arenas at the same offset; buffers (running_mean, running_var, num_batches_tracked as
+  // float) into the buffer arena.
+  ParameterTable& parameters() { return table_; }
+  const ParameterTable& parameters() const { return table_; }
+  const Parameter& parameter(const std::string& name) const;  // ShapeError if no such name
+
+  float* parameter_data() { return params_.data(); }
+  float* gradient_data() { return grads_.data(); }
+  size_t parameter_count() const { return parameter_count_; }  // = gradient count, exactly
+  float* buffer_data() { return buffers_.data(); }
+  size_t buffer_count() const { return buffer_count_; }
+  size_t activation_bytes() const;   // activation + gradient + scratch arenas
+  // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
+  // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
+  double training_flops_per_image() const { return training_flops_per_image_; }
+
+  struct Impl;
+
+ private:
+  ResNetSpec spec_;
+  int max_batch_ = 0, height_ = 0, width_ = 0, batch_ = 0;
+  bool last_training_ = false, have_loss_ = false;
+  ParameterTable table_;
+  Arena params_, grads_, buffers_, activations_, scratch_;
+  size_t parameter_count_ = 0, buffer_count_ = 0;
+  double training_flops_per_image_ = 0.0;
+  Reducer* reducer_ = nullptr;
+  LayerObserver* observer_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nostrum::model

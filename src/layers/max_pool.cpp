@@ -1,0 +1,67 @@
+// MaxPool2d NHWC forward (window scan, channels innermost) and backward (scatter to the recorded
+// winners, parallel over images and channel blocks so no two threads touch the same input).
+#include "nostrum/layers/max_pool.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace nostrum::layers {
+
+void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGeometry& g) {
+  const int P = g.P(), Q = g.Q(), C = g.C;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < g.N; ++n) {
+    for (int p = 0; p < P; ++p) {
+      const float* image = in + static_cast<int64_t>(n) * g.H * g.W * C;
+      for (int q = 0; q < Q; ++q) {
+        float* y = out + ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
+        int32_t* idx = argmax + ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
+        for (int c = 0; c < C; ++c) {
+          y[c] = -std::numeric_limits<float>::infinity();
+          idx[c] = -1;
+        }
+        const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
+        for (int h = std::max(h0, 0); h < std::min(h0 + g.R, g.H); ++h) {
+          for (int w = std::max(w0, 0); w < std::min(w0 + g.S, g.W); ++w) {
+            const int32_t pos = h * g.W + w;
+            const float* x = image + static_cast<int64_t>(pos) * C;
+            for (int c = 0; c < C; ++c) {
+              // PyTorch: (val > maxval) || isnan(val); the first maximum wins a tie.
+              if (x[c] > y[c] || std::isnan(x[c])) {
+                y[c] = x[c];
+                idx[c] = pos;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void max_pool_backward(float* d_in, const float* d_out, const int32_t* argmax,
+                       const PoolGeometry& g) {
+  const int P = g.P(), Q = g.Q(), C = g.C;
+  constexpr int kBlock = 16;
+  const int blocks = (C + kBlock - 1) / kBlock;
+  const int64_t image_in = static_cast<int64_t>(g.H) * g.W * C;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < g.N; ++n) {
+    for (int b = 0; b < blocks; ++b) {
+      const int c0 = b * kBlock, c1 = std::min(C, c0 + kBlock);
+      float* dx = d_in + n * image_in;
+      for (int64_t i = 0; i < static_cast<int64_t>(g.H) * g.W; ++i)
+        for (int c = c0; c < c1; ++c) dx[i * C + c] = 0.0f;
+      for (int64_t o = 0; o < static_cast<int64_t>(P) * Q; ++o) {
+        const int64_t base = (static_cast<int64_t>(n) * P * Q + o) * C;
+        for (int c = c0; c < c1; ++c) {
+          const int32_t pos = argmax[base + c];
+          if (pos >= 0) dx[static_cast<int64_t>(pos) * C + c] += d_out[base + c];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace nostrum::layers

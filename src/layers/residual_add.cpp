@@ -1,0 +1,28 @@
+// Residual add, fused add+ReLU and gradient accumulation, elementwise and OpenMP-parallel.
+#include "nostrum/layers/residual_add.hpp"
+
+#include <algorithm>
+
+namespace nostrum::layers {
+
+void residual_add_forward(float* out, const float* a, const float* b, int64_t count, bool relu) {
+  if (relu) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; ++i) out[i] = std::max(a[i] + b[i], 0.0f);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+  }
+}
+
+void add_relu_backward(float* d_sum, const float* d_out, const float* out, int64_t count) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) d_sum[i] = out[i] > 0.0f ? d_out[i] : 0.0f;
+}
+
+void accumulate(float* acc, const float* x, int64_t count) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
+}
+
+}  // namespace nostrum::layers

@@ -1,0 +1,232 @@
+// BatchNorm2d: forward/backward against a naive double reference, finite differences for input,
+// gamma and beta, the fused ReLU against the unfused chain, determinism across thread counts, eval
+// mode, and sync-BN statistics through a Reducer.
+#include <catch2/catch.hpp>
+#include <omp.h>
+
+#include "grad_check.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/layers/batch_norm.hpp"
+#include "nostrum/layers/relu.hpp"
+
+using namespace nostrum;
+using namespace nostrum::layers;
+using nostrum::testing::random_vector;
+
+namespace {
+
+struct Naive {
+  std::vector<double> y, mean, var, dx, dgamma, dbeta;
+};
+
+// Naive two-pass BN in double; backward by the textbook formula.
+Naive naive_bn(const std::vector<float>& x, const std::vector<float>& gamma,
+               const std::vector<float>& beta, const std::vector<float>& dy, int64_t rows, int C,
+               double eps) {
+  Naive r;
+  r.y.resize(x.size()); r.dx.resize(x.size());
+  r.mean.assign(C, 0); r.var.assign(C, 0); r.dgamma.assign(C, 0); r.dbeta.assign(C, 0);
+  for (int c = 0; c < C; ++c) {
+    for (int64_t i = 0; i < rows; ++i) r.mean[c] += x[i * C + c];
+    r.mean[c] /= rows;
+    for (int64_t i = 0; i < rows; ++i) r.var[c] += (x[i * C + c] - r.mean[c]) * (x[i * C + c] - r.mean[c]);
+    r.var[c] /= rows;
+    const double invstd = 1.0 / std::sqrt(r.var[c] + eps);
+    double sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const double xh = (x[i * C + c] - r.mean[c]) * invstd;
+      r.y[i * C + c] = xh * gamma[c] + beta[c];
+      sdy += dy[i * C + c];
+      sdyx += dy[i * C + c] * xh;
+    }
+    r.dgamma[c] = sdyx;
+    r.dbeta[c] = sdy;
+    for (int64_t i = 0; i < rows; ++i) {
+      const double xh = (x[i * C + c] - r.mean[c]) * invstd;
+      r.dx[i * C + c] = gamma[c] * invstd * (dy[i * C + c] - sdy / rows - xh * sdyx / rows);
+    }
+  }
+  return r;
+}
+
+// Pretends a second rank holds an identical batch: statistics are those of the batch twice.
+class TwinReducer final : public Reducer {
+ public:
+  void sum(double* data, size_t count) override {
+    for (size_t i = 0; i < count; ++i) data[i] *= 2.0;
+  }
+  int group_size() const override { return 2; }
+};
+
+struct Bn {
+  int64_t rows; int C;
+  std::vector<float> out, mean, invstd, rmean, rvar, gamma, beta, dx, dgamma, dbeta;
+  std::vector<double> scratch;
+  Bn(int64_t rows_, int C_, uint32_t seed) : rows(rows_), C(C_) {
+    out.resize(rows * C); dx.resize(rows * C);
+    mean.resize(C); invstd.resize(C); rmean.assign(C, 0.0f); rvar.assign(C, 1.0f);
+    gamma = random_vector(C, seed + 1, 0.5f, 1.5f);
+    beta = random_vector(C, seed + 2);
+    dgamma.resize(C); dbeta.resize(C);
+    scratch.resize(batch_norm_scratch_doubles(C));
+  }
+  void forward(const std::vector<float>& x, const BatchNormOptions& o) {
+    batch_norm_forward_training(out.data(), mean.data(), invstd.data(), rmean.data(), rvar.data(),
+                                x.data(), gamma.data(), beta.data(), rows, C, o, scratch.data());
+  }
+  void backward(const std::vector<float>& x, const std::vector<float>& dy, const BatchNormOptions& o) {
+    batch_norm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), out.data(),
+                        gamma.data(), mean.data(), invstd.data(), rows, C, o, scratch.data());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("batch norm matches a naive reference in training mode", "[engine][batch_norm]") {
+  const std::vector<std::array<int, 4>> shapes = {{2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16},
+                                                  {4, 9, 7, 33}, {1, 1, 2, 1}};
+  uint32_t seed = 10;
+  for (auto [N, H, W, C] : shapes) {
+    const int64_t rows = int64_t(N) * H * W;
+    INFO("shape " << N << "x" << H << "x" << W << "x" << C);
+    // an offset far from zero makes E[x^2]-E[x]^2 in fp32 fail; the two-pass variance does not
+    auto x = random_vector(rows * C, seed++, 99.0f, 101.0f);
+    auto dy = random_vector(rows * C, seed++);
+    Bn bn(rows, C, seed++);
+    BatchNormOptions o;
+    bn.forward(x, o);
+    bn.backward(x, dy, o);
+    Naive ref = naive_bn(x, bn.gamma, bn.beta, dy, rows, C, 1e-5);
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(bn.out[i] == Approx(ref.y[i]).margin(2e-4));
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(bn.dx[i] == Approx(ref.dx[i]).margin(2e-3).epsilon(1e-3));
+    for (int c = 0; c < C; ++c) {
+      REQUIRE(bn.mean[c] == Approx(ref.mean[c]).epsilon(1e-6));
+      REQUIRE(bn.dgamma[c] == Approx(ref.dgamma[c]).margin(1e-3).epsilon(1e-4));
+      REQUIRE(bn.dbeta[c] == Approx(ref.dbeta[c]).margin(1e-4).epsilon(1e-5));
+      // running statistics: momentum 0.1 from (0, 1), unbiased variance
+      REQUIRE(bn.rmean[c] == Approx(0.1 * ref.mean[c]).epsilon(1e-6));
+      REQUIRE(bn.rvar[c] == Approx(0.9 + 0.1 * ref.var[c] * rows / (rows - 1)).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("batch norm gradients pass a finite-difference check", "[engine][batch_norm]") {
+  for (bool relu : {false, true}) {
+    const int64_t rows = 2 * 3 * 2;
+    const int C = 3;
+    auto x = random_vector(rows * C, 3);
+    auto w = random_vector(rows * C, 4);
+    Bn bn(rows, C, 5);
+    BatchNormOptions o;
+    o.fuse_relu = relu;
+    bn.forward(x, o);
+    bn.backward(x, w, o);
+    auto loss = [&] { Bn b2 = bn; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    // kink-aware: skip inputs whose output sits within the step's reach of the ReLU kink
+    std::vector<float> dx(bn.dx.begin(), bn.dx.end());
+    CHECK(nostrum::testing::check_gradient("d_in", x, dx, loss, 1e-3f, 2e-2) > 0);
+    std::vector<float> dgamma = bn.dgamma, dbeta = bn.dbeta;
+    auto& gamma = bn.gamma;
+    auto loss_g = [&] { Bn b2 = bn; b2.gamma = gamma; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    CHECK(nostrum::testing::check_gradient("d_gamma", gamma, dgamma, loss_g, 1e-3f, 2e-2) == C);
+    auto& beta = bn.beta;
+    auto loss_b = [&] { Bn b2 = bn; b2.beta = beta; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    CHECK(nostrum::testing::check_gradient("d_beta", beta, dbeta, loss_b, 1e-3f, 2e-2) == C);
+  }
+}
+
+TEST_CASE("fused batch norm + ReLU equals the unfused chain bit for bit", "[engine][batch_norm]") {
+  const int64_t rows = 5 * 7 * 3;
+  const int C = 20;
+  auto x = random_vector(rows * C, 7);
+  auto dy = random_vector(rows * C, 8);
+  Bn fused(rows, C, 9), plain(rows, C, 9);
+  BatchNormOptions of, op;
+  of.fuse_relu = true;
+  fused.forward(x, of);
+  plain.forward(x, op);
+  std::vector<float> r(rows * C), dr(rows * C);
+  relu_forward(r.data(), plain.out.data(), rows * C);
+  CHECK(fused.out == r);
+  fused.backward(x, dy, of);
+  relu_backward(dr.data(), dy.data(), r.data(), rows * C);
+  plain.backward(x, dr, op);
+  CHECK(fused.dx == plain.dx);
+  CHECK(fused.dgamma == plain.dgamma);
+  CHECK(fused.dbeta == plain.dbeta);
+}
+
+TEST_CASE("batch norm is bit-identical for 1 and 2 threads", "[engine][batch_norm]") {
+  const int64_t rows = 1000;
+  const int C = 24;
+  auto x = random_vector(rows * C, 11);
+  auto dy = random_vector(rows * C, 12);
+  Bn a(rows, C, 13), b(rows, C, 13);
+  BatchNormOptions o;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  a.forward(x, o);
+  a.backward(x, dy, o);
+  omp_set_num_threads(2);
+  b.forward(x, o);
+  b.backward(x, dy, o);
+  omp_set_num_threads(threads);
+  CHECK(a.out == b.out);
+  CHECK(a.dx == b.dx);
+  CHECK(a.dgamma == b.dgamma);
+  CHECK(a.rvar == b.rvar);
+}
+
+TEST_CASE("batch norm in eval mode uses the running statistics", "[engine][batch_norm]") {
+  const int64_t rows = 6;
+  const int C = 5;
+  auto x = random_vector(rows * C, 14);
+  auto rm = random_vector(C, 15);
+  auto rv = random_vector(C, 16, 0.5f, 2.0f);
+  Bn bn(rows, C, 17);
+  for (bool relu : {false, true}) {
+    BatchNormOptions o;
+    o.fuse_relu = relu;
+    batch_norm_forward_inference(bn.out.data(), x.data(), bn.gamma.data(), bn.beta.data(), rm.data(),
+                                 rv.data(), rows, C, o);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int c = 0; c < C; ++c) {
+        double y = (x[i * C + c] - rm[c]) / std::sqrt(rv[c] + 1e-5) * bn.gamma[c] + bn.beta[c];
+        if (relu) y = std::max(y, 0.0);
+        REQUIRE(bn.out[i * C + c] == Approx(y).margin(1e-5));
+      }
+  }
+}
+
+TEST_CASE("sync batch norm sums statistics through the reducer", "[engine][batch_norm]") {
+  // Two "ranks" with the same batch: same statistics as one rank, but the unbiased running variance
+  // and the input gradient see the doubled count. Reference: naive BN over the batch twice.
+  const int64_t rows = 6;
+  const int C = 4;
+  auto x = random_vector(rows * C, 18);
+  auto dy = random_vector(rows * C, 19);
+  Bn bn(rows, C, 20);
+  TwinReducer twin;
+  BatchNormOptions o;
+  o.reducer = &twin;
+  bn.forward(x, o);
+  bn.backward(x, dy, o);
+  std::vector<float> x2 = x, dy2 = dy, g = bn.gamma, b = bn.beta;
+  x2.insert(x2.end(), x.begin(), x.end());
+  dy2.insert(dy2.end(), dy.begin(), dy.end());
+  Naive ref = naive_bn(x2, g, b, dy2, 2 * rows, C, 1e-5);
+  for (size_t i = 0; i < x.size(); ++i) {
+    REQUIRE(bn.out[i] == Approx(ref.y[i]).margin(1e-5));
+    REQUIRE(bn.dx[i] == Approx(ref.dx[i]).margin(1e-5));
+  }
+  for (int c = 0; c < C; ++c) {
+    REQUIRE(bn.rvar[c] == Approx(0.9 + 0.1 * ref.var[c] * 12 / 11).epsilon(1e-5));
+    REQUIRE(bn.dgamma[c] == Approx(ref.dgamma[c] / 2).margin(1e-5));  // local share of the gradient
+  }
+}
+
+TEST_CASE("batch norm rejects a single value per channel", "[engine][batch_norm]") {
+  Bn bn(1, 3, 21);
+  auto x = random_vector(3, 22);
+  CHECK_THROWS_AS(bn.forward(x, BatchNormOptions{}), ShapeError);
+}

@@ -1,0 +1,107 @@
+// MaxPool2d and global average pool against naive references, PyTorch's tie and padding rules, and
+// finite-difference gradient checks (max-pool inputs kept apart from their window rivals).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "grad_check.hpp"
+#include "nostrum/layers/global_avg_pool.hpp"
+#include "nostrum/layers/max_pool.hpp"
+
+using namespace nostrum::layers;
+using nostrum::testing::random_vector;
+
+namespace {
+
+// Distinct values, spaced 0.05 apart in a random order, so no tie lies within a small FD step.
+std::vector<float> distinct_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.05f * (static_cast<float>(i) - n / 2.0f);
+  std::mt19937 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+std::vector<float> naive_max_pool(const std::vector<float>& x, const PoolGeometry& g) {
+  std::vector<float> y(size_t(g.N) * g.P() * g.Q() * g.C);
+  for (int n = 0; n < g.N; ++n)
+    for (int p = 0; p < g.P(); ++p)
+      for (int q = 0; q < g.Q(); ++q)
+        for (int c = 0; c < g.C; ++c) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int r = 0; r < g.R; ++r)
+            for (int s = 0; s < g.S; ++s) {
+              const int h = p * g.stride - g.pad + r, w = q * g.stride - g.pad + s;
+              if (h < 0 || w < 0 || h >= g.H || w >= g.W) continue;
+              m = std::max(m, x[((size_t(n) * g.H + h) * g.W + w) * g.C + c]);
+            }
+          y[((size_t(n) * g.P() + p) * g.Q() + q) * g.C + c] = m;
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("max pool matches a naive reference and passes a gradient check", "[engine][pool]") {
+  const std::vector<PoolGeometry> cases = {
+      {1, 7, 7, 3, 3, 3, 2, 1}, {2, 8, 6, 5, 3, 3, 2, 1}, {3, 5, 9, 17, 3, 3, 2, 1},
+      {1, 4, 4, 2, 2, 2, 2, 0}, {2, 6, 5, 4, 3, 3, 1, 1}};
+  uint32_t seed = 100;
+  for (const auto& g : cases) {
+    INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R << " s" << g.stride);
+    auto x = distinct_values(size_t(g.N) * g.H * g.W * g.C, seed++);
+    const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.C;
+    std::vector<float> y(out_n), dx(x.size());
+    std::vector<int32_t> idx(out_n);
+    max_pool_forward(y.data(), idx.data(), x.data(), g);
+    CHECK(y == naive_max_pool(x, g));
+    auto w = random_vector(out_n, seed++);
+    max_pool_backward(dx.data(), w.data(), idx.data(), g);
+    auto loss = [&] { return nostrum::testing::weighted_sum(naive_max_pool(x, g), w); };
+    CHECK(nostrum::testing::check_gradient("max_pool d_in", x, dx, loss, 1e-3f, 1e-3) ==
+          int(x.size()));
+  }
+}
+
+TEST_CASE("max pool breaks ties like PyTorch and never picks padding", "[engine][pool]") {
+  // A constant image: every window is a tie; PyTorch routes the gradient to the first element in
+  // row-major window order. All-negative values: the -inf padding must not win.
+  PoolGeometry g{1, 4, 4, 1, 3, 3, 2, 1};
+  std::vector<float> x(16, -2.0f), y(4), dx(16), dy(4, 1.0f);
+  std::vector<int32_t> idx(4);
+  max_pool_forward(y.data(), idx.data(), x.data(), g);
+  CHECK(y == std::vector<float>(4, -2.0f));
+  max_pool_backward(dx.data(), dy.data(), idx.data(), g);
+  // windows start at (-1,-1), (-1,1), (1,-1), (1,1): first valid elements (0,0), (0,1), (1,0), (1,1)
+  std::vector<float> expect(16, 0.0f);
+  expect[0] = expect[1] = expect[4] = expect[5] = 1.0f;
+  CHECK(dx == expect);
+  // NaN propagates as in PyTorch
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  max_pool_forward(y.data(), idx.data(), x.data(), g);
+  CHECK(std::isnan(y[0]));
+}
+
+TEST_CASE("global average pool matches a naive reference and its gradient", "[engine][pool]") {
+  for (auto [N, H, W, C] : std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {2, 3, 5, 7}, {3, 7, 7, 16}}) {
+    auto x = random_vector(size_t(N) * H * W * C, 200 + C);
+    std::vector<float> y(size_t(N) * C), dx(x.size());
+    global_avg_pool_forward(y.data(), x.data(), N, H * W, C);
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int i = 0; i < H * W; ++i) s += x[(size_t(n) * H * W + i) * C + c];
+        REQUIRE(y[size_t(n) * C + c] == Approx(s / (H * W)).margin(1e-6));
+      }
+    auto w = random_vector(y.size(), 300 + C);
+    global_avg_pool_backward(dx.data(), w.data(), N, H * W, C);
+    auto loss = [&] {
+      std::vector<float> yy(y.size());
+      global_avg_pool_forward(yy.data(), x.data(), N, H * W, C);
+      return nostrum::testing::weighted_sum(yy, w);
+    };
+    CHECK(nostrum::testing::check_gradient("gap d_in", x, dx, loss, 1e-2f, 1e-3) == int(x.size()));
+  }
+}

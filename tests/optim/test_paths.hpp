@@ -1,0 +1,33 @@
+// Paths the optimizer tests need: the source tree (reference scripts) and the PyTorch interpreter.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#ifndef NOSTRUM_SOURCE_DIR
+#error "NOSTRUM_SOURCE_DIR must be defined by tests/optim/CMakeLists.txt"
+#endif
+
+namespace nostrum::testing {
+
+inline std::string torch_python() {
+  return NOSTRUM_TORCH_PYTHON;
+}
+inline std::string source_dir() {
+  return NOSTRUM_SOURCE_DIR;
+}
+
+// A fresh empty directory under the system temp dir, unique per process and tag.
+inline std::filesystem::path scratch_dir(const std::string& tag) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() /
+                 ("nostrum-" + tag + "-" + std::to_string(static_cast<long>(::getpid())));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace nostrum::testing
