@@ -244,6 +244,23 @@ void Model::build(int max_batch, int height, int width) {
   }
 }
 
+double Model::layer_flops_per_image(const std::string& layer) const {
+  const Impl& m = *impl_;
+  auto conv_flops = [](const ConvBn& cb) {
+    layers::ConvGeometry one = cb.g;
+    one.N = 1;
+    return one.forward_flops();
+  };
+  if (layer == m.stem.conv_name) return conv_flops(m.stem);
+  for (const auto& b : m.blocks) {
+    for (const auto& cb : b.path)
+      if (layer == cb.conv_name) return conv_flops(cb);
+    if (b.has_down && layer == b.down.conv_name) return conv_flops(b.down);
+  }
+  if (layer == m.fc_name) return 2.0 * m.fc_in * m.fc_out;
+  return 0.0;
+}
+
 const Parameter& Model::parameter(const std::string& name) const {
   for (const auto& p : table_)
     if (p.name == name) return p;
@@ -383,15 +400,16 @@ void Model::backward(const GradientReadyCallback& on_ready) {
                 "backward needs a training forward and a loss first", "model " + spec_.name);
   Impl& m = *impl_;
   const int n = batch_;
-  auto timed = [&](const std::string& name, auto&& fn) {
+  auto timed_as = [&](const std::string& name, Phase phase, auto&& fn) {
     if (!observer_) {
       fn();
       return;
     }
     const double t0 = omp_get_wtime();
     fn();
-    observer_->on_layer(name, Phase::kBackward, t0, omp_get_wtime());
+    observer_->on_layer(name, phase, t0, omp_get_wtime());
   };
+  auto timed = [&](const std::string& name, auto&& fn) { timed_as(name, Phase::kBackward, fn); };
   auto ready = [&](size_t table_index) {
     if (on_ready) on_ready(table_[table_index].offset);
   };
@@ -411,11 +429,15 @@ void Model::backward(const GradientReadyCallback& on_ready) {
   auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
-    timed(cb.conv_name, [&] {
-      layers::conv2d_backward(d_in, table_[cb.weight].grad, d_out, in, table_[cb.weight].value, g,
-                              m.conv_scratch);
+    // The weight gradient first: it is ready for the allreduce before the data gradient runs.
+    timed_as(cb.conv_name, Phase::kBackwardWeights, [&] {
+      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch, {});
     });
     ready(cb.weight);
+    if (d_in == nullptr) return;
+    timed(cb.conv_name, [&] {
+      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch, {});
+    });
   };
 
   float* G = m.grad[0];   // gradient of the current block's output
