@@ -426,7 +426,9 @@ void Model::backward(const GradientReadyCallback& on_ready) {
     });
     ready(cb.gamma);
   };
-  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in) {
+  // d_in = (or, with accumulate, +=) the conv's input gradient.
+  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in,
+                       bool accumulate = false) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
     // The weight gradient first: it is ready for the allreduce before the data gradient runs.
@@ -436,7 +438,10 @@ void Model::backward(const GradientReadyCallback& on_ready) {
     ready(cb.weight);
     if (d_in == nullptr) return;
     timed(cb.conv_name, [&] {
-      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch, {});
+      layers::ConvOptions options;
+      options.accumulate_d_in = accumulate;
+      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch,
+                                   options);
     });
   };
 
@@ -460,25 +465,23 @@ void Model::backward(const GradientReadyCallback& on_ready) {
       bn_back(b.down, T1, G);
       conv_back(b.down, DX, T1, b.in);
     }
+    // The block input's gradient is the shortcut's plus the path's: the first conv of the path
+    // adds its input gradient onto the shortcut's (DX from the downsample, or G itself for an
+    // identity shortcut, which nothing reads after the last BN's backward).
     float* cur = G;
     for (int i = static_cast<int>(b.path.size()) - 1; i >= 0; --i) {
       ConvBn& cb = b.path[i];
       float* bn_dst = (cur == G) ? T1 : cur;
       bn_back(cb, bn_dst, cur);
       float* other = (bn_dst == T1) ? T2 : T1;
-      float* conv_dst = (i == 0 && !b.has_down) ? DX : other;
-      conv_back(cb, conv_dst, bn_dst, i == 0 ? b.in : b.path[i - 1].a);
-      cur = conv_dst;
-    }
-    const int64_t in_count = n * b.in_per_image;
-    timed(b.add_name, [&] {
-      if (b.has_down) {
-        layers::accumulate(DX, cur, in_count);
+      if (i == 0) {
+        conv_back(cb, b.has_down ? DX : G, bn_dst, b.in, true);
       } else {
-        layers::accumulate(DX, G, in_count);
+        conv_back(cb, other, bn_dst, b.path[i - 1].a);
+        cur = other;
       }
-    });
-    std::swap(G, DX);
+    }
+    if (b.has_down) std::swap(G, DX);
   }
   float* d_stem = G;
   if (m.has_pool) {
