@@ -86,15 +86,24 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
     running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
     running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
   }
-  // Pass 3: out = (x - mean) * invstd * gamma + beta, optionally ReLU.
+  // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
   const bool relu = options.fuse_relu;
+  const float* residual = options.residual;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in + r * C;
     float* y = out + r * C;
-    for (int c = 0; c < C; ++c) {
-      float v = (x[c] - save_mean[c]) * (save_invstd[c] * gamma[c]) + beta[c];
-      y[c] = relu ? std::max(v, 0.0f) : v;
+    if (residual) {
+      const float* z = residual + r * C;
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - save_mean[c]) * (save_invstd[c] * gamma[c]) + beta[c] + z[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
+    } else {
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - save_mean[c]) * (save_invstd[c] * gamma[c]) + beta[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
     }
   }
 }
@@ -109,9 +118,11 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in + r * C;
     float* y = out + r * C;
+    const float* z = options.residual ? options.residual + r * C : nullptr;
     for (int c = 0; c < C; ++c) {
       const float invstd = 1.0f / std::sqrt(running_var[c] + eps);
       float v = (x[c] - running_mean[c]) * (invstd * gamma[c]) + beta[c];
+      if (z) v = v + z[c];
       y[c] = relu ? std::max(v, 0.0f) : v;
     }
   }

@@ -330,14 +330,16 @@ const float* Model::forward(const float* images, int n, bool training) {
     fn();
     observer_->on_layer(name, Phase::kForward, t0, omp_get_wtime());
   };
-  auto run = [&](ConvBn& cb, const float* in) {
+  // conv + BN (+ReLU); with a residual, the block's shortcut add and ReLU join the BN's pass.
+  auto run = [&](ConvBn& cb, const float* in, const float* residual = nullptr) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
     timed(cb.conv_name, [&] {
       layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
     });
     layers::BatchNormOptions o;
-    o.fuse_relu = cb.relu;
+    o.fuse_relu = cb.relu || residual != nullptr;
+    o.residual = residual;
     o.reducer = reducer_;
     const int64_t rows = int64_t(n) * g.P() * g.Q();
     timed(cb.bn_name, [&] {
@@ -361,19 +363,18 @@ const float* Model::forward(const float* images, int n, bool training) {
     timed(m.pool_name, [&] { layers::max_pool_forward(m.pool_out, m.argmax.data(), m.stem.a, g); });
   }
   for (auto& b : m.blocks) {
-    const float* h = b.in;
-    for (auto& cb : b.path) {
-      run(cb, h);
-      h = cb.a;
-    }
+    // The shortcut first, so that the last BN of the path can add it (and apply the ReLU) in its
+    // own pass: out = relu(bn3(conv3) + shortcut), bit-identical to BN, then add + ReLU.
     const float* shortcut = b.in;
     if (b.has_down) {
       run(b.down, b.in);
       shortcut = b.down.a;
     }
-    timed(b.add_name, [&] {
-      layers::residual_add_forward(b.out(), b.out(), shortcut, n * b.path.back().out_per_image(), true);
-    });
+    const float* h = b.in;
+    for (size_t i = 0; i < b.path.size(); ++i) {
+      run(b.path[i], h, i + 1 == b.path.size() ? shortcut : nullptr);
+      h = b.path[i].a;
+    }
   }
   const float* last = m.blocks.back().out();
   timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
