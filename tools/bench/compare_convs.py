@@ -69,15 +69,6 @@ def main():
         else:
             t_torch = torch_conv_bench.time_conv(conv, args.repeats)
             ours_result = ours()
-        gflop = ours_result["gflop"] if ours_result else None
-            return t, gflop
-        ours_result = None
-        if i % 2 == 0:
-            ours_result = ours()
-            t_torch, _ = theirs()
-        else:
-            t_torch, _ = theirs()
-            ours_result = ours()
         gflop = ours_result["gflop"]
         n = {p: ours_result[p + "_gflops"] for p in PASSES}
         t = {p: gflop / t_torch[p] for p in PASSES}
