@@ -62,6 +62,18 @@ NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const floa
     }
 }
 
+// acc (C) += sum over rows of (x - mean)^2 around a double mean (C).
+NOSTRUM_BN_CLONES void squared_deviation_rows_from(double* __restrict acc,
+                                                   const float* __restrict x,
+                                                   const double* __restrict mean, int64_t rows,
+                                                   int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) {
+      const double d = static_cast<double>(x[c]) - mean[c];
+      acc[c] += d * d;
+    }
+}
+
 // y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each.
 NOSTRUM_BN_CLONES void normalize_rows(float* __restrict y, const float* __restrict x,
                                       const float* __restrict z, const float* __restrict mean,
@@ -145,6 +157,61 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  const BatchNormOptions& options, double* scratch) {
   double* partial = scratch;                       // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;       // (C + 1): sums, then the count
+  if (!options.reducer) {
+    // One read of the input for both statistics: each chunk's mean and squared deviations from it
+    // (two passes over a chunk that is still in cache), combined in chunk order with Chan et al.'s
+    // pairwise update. Numerically safe like the two global passes, fixed order, one region.
+    check_rows(static_cast<double>(rows), C);
+    double* chunk_mean = partial;                  // (kChunks, C)
+    double* chunk_m2 = partial + kChunks * C;      // (kChunks, C)
+    const int64_t chunks = chunk_count(rows);
+    const int64_t per = (rows + chunks - 1) / chunks;
+    const double count = static_cast<double>(rows);
+    const double m = options.momentum;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < chunks; ++k) {
+        double* mean = chunk_mean + k * C;
+        double* m2 = chunk_m2 + k * C;
+        for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
+        const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+        if (r1 > r0) {
+          sum_rows(mean, in + r0 * C, r1 - r0, C);
+          for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
+          squared_deviation_rows_from(m2, in + r0 * C, mean, r1 - r0, C);
+        }
+      }
+#pragma omp for schedule(static)
+      for (int c = 0; c < C; ++c) {
+        double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
+        for (int64_t k = 0; k < chunks; ++k) {
+          const double n_b = static_cast<double>(std::min(rows, (k + 1) * per) -
+                                                 std::min(rows, k * per));
+          if (n_b <= 0.0) continue;
+          const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
+          mean_a += delta * (n_b / n_ab);
+          m2_a += chunk_m2[k * C + c] + delta * delta * (n_a * n_b / n_ab);
+          n_a = n_ab;
+        }
+        const double var = m2_a / count;
+        save_mean[c] = static_cast<float>(mean_a);
+        save_invstd[c] = static_cast<float>(1.0 / std::sqrt(var + options.eps));
+        running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
+        running_var[c] =
+            static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
+      }
+      // Pass 2: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+      if (r1 > r0)
+        normalize_rows(out + r0 * C, in + r0 * C,
+                       options.residual ? options.residual + r0 * C : nullptr, save_mean,
+                       save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
+    }
+    return;
+  }
+  // With a reducer (sync-BN) the statistics are global sums: two passes around the global mean.
   // Pass 1: the mean (global over the reducer's group).
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
     sum_rows(acc, in + r * C, count, C);
@@ -167,7 +234,6 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
     running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
     running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
   }
-  // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
   // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
   const float* residual = options.residual;
 #pragma omp parallel
