@@ -4,7 +4,7 @@ the SGEMM ceiling probe, nostrum-bench, and PyTorch in NCHW and channels_last (b
 order alternating between rounds so that drifting machine load favours neither side.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
-                              [--blas avx512|env|both] [--steps K]
+                              [--blas avx512|env|both] [--steps K] [--layers]
 Cases: 1 resnet50 224x224x3 batch 32; 2 resnet8 28x28x1 batch 128 (10 classes); 3 resnet50 64x64x3
 batch 64. Prints every JSON line it collects, then the table of ratios.
 """
@@ -26,8 +26,10 @@ CASES = {
 }
 
 
-def run_json(cmd, env):
+def run_json(cmd, env, show_profile=False):
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    if show_profile:
+        print("\n".join(l for l in out.splitlines() if l.startswith("#")), flush=True)
     lines = [l for l in out.splitlines() if l.startswith("{")]
     return json.loads(lines[-1])
 
@@ -48,6 +50,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--blas", default="avx512", choices=["avx512", "env", "both"])
     parser.add_argument("--steps", type=int, default=0, help="timed steps (0: per-case default)")
+    parser.add_argument("--layers", action="store_true",
+                        help="nostrum-bench --layers: print nostrum's per-layer profile too")
     args = parser.parse_args()
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
@@ -63,7 +67,8 @@ def main():
             ours, theirs, ceilings, core = [], [], [], ""
             for r in range(args.rounds):
                 def run_ours():
-                    ours.append(run_json([bench] + common, env))
+                    ours.append(run_json([bench] + common + (["--layers"] if args.layers else []),
+                                         env, args.layers))
                     print(json.dumps(ours[-1]), flush=True)
 
                 def run_theirs():
