@@ -28,8 +28,8 @@ constexpr size_t kTileFloats = size_t(1) << 19;  // one thread's im2col tile: 2 
 constexpr int64_t kMinTileRows = 512;
 
 std::string describe(const ConvGeometry& g) {
-  return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) + " W=" +
-         std::to_string(g.W) + " C=" + std::to_string(g.C) + " K=" + std::to_string(g.K) +
+  return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) +
+         " W=" + std::to_string(g.W) + " C=" + std::to_string(g.C) + " K=" + std::to_string(g.K) +
          " R=" + std::to_string(g.R) + " S=" + std::to_string(g.S) +
          " stride=" + std::to_string(g.stride) + " pad=" + std::to_string(g.pad);
 }
@@ -49,13 +49,13 @@ void check_geometry(const ConvGeometry& g) {
 // thread count (threads only divide it), so scratch sized once stays valid whatever the pool size.
 struct Plan {
   PatchShape shape;
-  int64_t rows = 0;          // output pixels N*P*Q: the GEMM's M
-  int64_t row_length = 0;    // R*S*C: the GEMM's inner dimension
-  bool direct = false;       // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
-  bool pack = false;         // weight (K,C,R,S) must be reordered to (K, R*S*C)
-  size_t pack_floats = 0;    // packed weights (or their gradient), padded to 64 bytes
-  size_t column_floats = 0;  // the column region
-  size_t partial_floats = 0; // one thread's weight-gradient partial (K, R*S*C), padded
+  int64_t rows = 0;           // output pixels N*P*Q: the GEMM's M
+  int64_t row_length = 0;     // R*S*C: the GEMM's inner dimension
+  bool direct = false;        // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
+  bool pack = false;          // weight (K,C,R,S) must be reordered to (K, R*S*C)
+  size_t pack_floats = 0;     // packed weights (or their gradient), padded to 64 bytes
+  size_t column_floats = 0;   // the column region
+  size_t partial_floats = 0;  // one thread's weight-gradient partial (K, R*S*C), padded
   int64_t shared_tile_rows = 0;
 };
 
@@ -82,8 +82,8 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
 
 // Rows per tile when each of `threads` threads owns a slice of the column region (after the
-// weight-gradient partials in that pass); 0 when it does not fit. Direct convs need no buffer: their
-// tile is only the unit of work handed to threads.
+// weight-gradient partials in that pass); 0 when it does not fit. Direct convs need no buffer:
+// their tile is only the unit of work handed to threads.
 int64_t per_thread_tile_rows(const Plan& plan, Pass pass, int threads) {
   size_t room = plan.column_floats;
   if (pass == Pass::kBackwardWeights) {
@@ -97,12 +97,14 @@ int64_t per_thread_tile_rows(const Plan& plan, Pass pass, int threads) {
 }
 
 // [begin, end) of `count` items for part `part` of `parts` (balanced, contiguous).
-inline int64_t split(int64_t count, int part, int parts) { return count * part / parts; }
+inline int64_t split(int64_t count, int part, int parts) {
+  return count * part / parts;
+}
 
-// Which threading a pass uses. Per-thread tiles need a column slice per thread (and partials for the
-// weight gradient). They win on the shapes measured (tools/bench/README.md): no barrier per tile,
-// each thread's tile stays in its own cache, and tiles are handed out dynamically, so a thread slowed
-// by other work on the node does not hold the other back.
+// Which threading a pass uses. Per-thread tiles need a column slice per thread (and partials for
+// the weight gradient). They win on the shapes measured (tools/bench/README.md): no barrier per
+// tile, each thread's tile stays in its own cache, and tiles are handed out dynamically, so a
+// thread slowed by other work on the node does not hold the other back.
 ConvThreading choose(const Plan& plan, Pass pass, int threads, ConvThreading requested) {
   if (threads <= 1) return ConvThreading::kSharedGemm;
   if (per_thread_tile_rows(plan, pass, threads) <= 0) return ConvThreading::kSharedGemm;
@@ -149,7 +151,9 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options) 
   return plan.pack_floats + plan.column_floats;
 }
 
-size_t conv2d_scratch_floats(const ConvGeometry& g) { return conv2d_scratch_floats(g, {}); }
+size_t conv2d_scratch_floats(const ConvGeometry& g) {
+  return conv2d_scratch_floats(g, {});
+}
 
 void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
                     float* scratch, const ConvOptions& options) {
@@ -291,8 +295,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < tiles; ++i) {
       const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
-      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
-           beta, d_in + r0 * L, int(L));
+      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L), beta,
+           d_in + r0 * L, int(L));
     }
     return;
   }
@@ -303,8 +307,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     if (!accumulate) zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
-           0.0f, column, int(L));
+      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L), 0.0f,
+           column, int(L));
       col2im_parallel(d_in, column, plan, r0, n);
     }
     return;

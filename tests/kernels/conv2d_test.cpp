@@ -27,8 +27,8 @@ ConvGeometry geometry(int N, int H, int W, int C, int K, int R, int S, int strid
 
 std::string name(const ConvGeometry& g) {
   return "N" + std::to_string(g.N) + " H" + std::to_string(g.H) + " W" + std::to_string(g.W) +
-         " C" + std::to_string(g.C) + " K" + std::to_string(g.K) + " " + std::to_string(g.R) +
-         "x" + std::to_string(g.S) + " stride " + std::to_string(g.stride) + " pad " +
+         " C" + std::to_string(g.C) + " K" + std::to_string(g.K) + " " + std::to_string(g.R) + "x" +
+         std::to_string(g.S) + " stride " + std::to_string(g.stride) + " pad " +
          std::to_string(g.pad);
 }
 
@@ -62,9 +62,7 @@ struct Reference {
   Exact out, d_in, d_weight;
   Reference(const ConvGeometry& g, const std::vector<float>& in, const std::vector<float>& weight,
             const std::vector<float>& d_out)
-      : out(size_t(g.N) * g.P() * g.Q() * g.K),
-        d_in(in.size()),
-        d_weight(weight.size()) {
+      : out(size_t(g.N) * g.P() * g.Q() * g.K), d_in(in.size()), d_weight(weight.size()) {
     for (int n = 0; n < g.N; ++n)
       for (int p = 0; p < g.P(); ++p)
         for (int q = 0; q < g.Q(); ++q)
@@ -99,11 +97,12 @@ void require_close(const std::vector<float>& got, const Exact& ref, const std::s
   for (size_t i = 0; i < got.size(); ++i) {
     const double tol = (ref.terms + 4) * kUnit * ref.abs_sum[i] + 1e-30;
     const double err = std::abs(double(got[i]) - ref.value[i]);
-    const double ratio = std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
+    const double ratio =
+        std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
     if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = i;
   }
-  INFO(what << ": worst element " << worst << " got " << got[worst] << " want "
-            << ref.value[worst] << " (error / bound " << worst_ratio << ")");
+  INFO(what << ": worst element " << worst << " got " << got[worst] << " want " << ref.value[worst]
+            << " (error / bound " << worst_ratio << ")");
   REQUIRE(worst_ratio <= 1.0);
 }
 
@@ -134,17 +133,17 @@ Run run_conv(const ConvGeometry& g, const std::vector<float>& in, const std::vec
 
 const std::vector<ConvGeometry>& shapes() {
   static const std::vector<ConvGeometry> all = {
-      geometry(2, 7, 5, 13, 11, 1, 1, 1, 0),   // 1x1 stride 1: a plain GEMM
-      geometry(2, 9, 7, 6, 10, 1, 1, 2, 0),    // 1x1 stride 2: gathered rows
-      geometry(2, 7, 9, 5, 7, 3, 3, 1, 1),     // 3x3 stride 1 pad 1
-      geometry(3, 9, 8, 6, 5, 3, 3, 2, 1),     // 3x3 stride 2 pad 1, even input
-      geometry(1, 15, 13, 3, 9, 7, 7, 2, 3),   // 7x7 stride 2 pad 3 (the ResNet stem), batch 1
-      geometry(1, 5, 5, 1, 3, 3, 3, 1, 1),     // one input channel, batch 1
-      geometry(2, 8, 6, 3, 4, 3, 1, 1, 1),     // non-square kernel
-      geometry(2, 6, 7, 4, 5, 2, 2, 3, 0),     // stride larger than the kernel: pixels skipped
-      geometry(1, 3, 3, 2, 3, 3, 3, 1, 2),     // padding wider than the overlap: all-zero patches
-      geometry(3, 20, 20, 8, 6, 1, 1, 1, 0),   // 1x1, 1200 rows: several work units per thread
-      geometry(2, 24, 23, 4, 5, 3, 3, 1, 1),   // 3x3, 1104 rows: several default tiles
+      geometry(2, 7, 5, 13, 11, 1, 1, 1, 0),  // 1x1 stride 1: a plain GEMM
+      geometry(2, 9, 7, 6, 10, 1, 1, 2, 0),   // 1x1 stride 2: gathered rows
+      geometry(2, 7, 9, 5, 7, 3, 3, 1, 1),    // 3x3 stride 1 pad 1
+      geometry(3, 9, 8, 6, 5, 3, 3, 2, 1),    // 3x3 stride 2 pad 1, even input
+      geometry(1, 15, 13, 3, 9, 7, 7, 2, 3),  // 7x7 stride 2 pad 3 (the ResNet stem), batch 1
+      geometry(1, 5, 5, 1, 3, 3, 3, 1, 1),    // one input channel, batch 1
+      geometry(2, 8, 6, 3, 4, 3, 1, 1, 1),    // non-square kernel
+      geometry(2, 6, 7, 4, 5, 2, 2, 3, 0),    // stride larger than the kernel: pixels skipped
+      geometry(1, 3, 3, 2, 3, 3, 3, 1, 2),    // padding wider than the overlap: all-zero patches
+      geometry(3, 20, 20, 8, 6, 1, 1, 1, 0),  // 1x1, 1200 rows: several work units per thread
+      geometry(2, 24, 23, 4, 5, 3, 3, 1, 1),  // 3x3, 1104 rows: several default tiles
   };
   return all;
 }
@@ -168,8 +167,8 @@ TEST_CASE("conv2d matches the naive reference in every threading mode and tile s
         ConvOptions options;
         options.threading = mode;
         options.column_budget_floats = budget;
-        const std::string what = name(g) + " mode " + std::to_string(int(mode)) + " budget " +
-                                 std::to_string(budget);
+        const std::string what =
+            name(g) + " mode " + std::to_string(int(mode)) + " budget " + std::to_string(budget);
         const Run run = run_conv(g, in, weight, d_out, options);
         require_close(run.out, ref.out, what + ": forward");
         require_close(run.d_in, ref.d_in, what + ": d_in");
@@ -230,8 +229,7 @@ TEST_CASE("conv2d gradients agree with central differences of the loss", "[conv2
         x[i] = saved;
         const double step = double(float(saved + eps)) - double(float(saved - eps));
         const double fd = (plus - minus) / step;
-        INFO(name(g) << " " << what << "[" << i << "]: analytic " << grad[i] << " central "
-                     << fd);
+        INFO(name(g) << " " << what << "[" << i << "]: analytic " << grad[i] << " central " << fd);
         REQUIRE(std::abs(fd - grad[i]) <= 3e-4 * (std::abs(grad[i]) + rms));
       }
     };

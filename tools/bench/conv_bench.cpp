@@ -58,28 +58,42 @@ Options parse(int argc, char** argv) {
       NOSTRUM_CHECK(i + 1 < argc, nostrum::OptionError, "missing value", a);
       return argv[++i];
     };
-    if (a == "--image") o.image = std::stoi(value());
-    else if (a == "--batch") o.batch = std::stoi(value());
-    else if (a == "--repeats") o.repeats = std::stoi(value());
-    else if (a == "--only") o.only = value();
-    else if (a == "--list") o.list = true;
-    else if (a == "--no-ceiling") o.ceiling = false;
-    else if (a == "--budget") o.budget = std::stoul(value());
+    if (a == "--image")
+      o.image = std::stoi(value());
+    else if (a == "--batch")
+      o.batch = std::stoi(value());
+    else if (a == "--repeats")
+      o.repeats = std::stoi(value());
+    else if (a == "--only")
+      o.only = value();
+    else if (a == "--list")
+      o.list = true;
+    else if (a == "--no-ceiling")
+      o.ceiling = false;
+    else if (a == "--budget")
+      o.budget = std::stoul(value());
     else if (a == "--threading") {
       using nostrum::layers::ConvThreading;
       const std::string v = value();
-      if (v == "auto") o.threadings = {ConvThreading::kAuto};
-      else if (v == "shared") o.threadings = {ConvThreading::kSharedGemm};
-      else if (v == "per-thread") o.threadings = {ConvThreading::kPerThread};
+      if (v == "auto")
+        o.threadings = {ConvThreading::kAuto};
+      else if (v == "shared")
+        o.threadings = {ConvThreading::kSharedGemm};
+      else if (v == "per-thread")
+        o.threadings = {ConvThreading::kPerThread};
       else if (v == "all")  // interleaved per conv, so that the modes see the same machine load
-        o.threadings = {ConvThreading::kAuto, ConvThreading::kSharedGemm, ConvThreading::kPerThread};
-      else throw nostrum::OptionError("unknown threading '" + v + "'", "--threading",
-                                      "use auto, shared, per-thread or all");
+        o.threadings = {ConvThreading::kAuto, ConvThreading::kSharedGemm,
+                        ConvThreading::kPerThread};
+      else
+        throw nostrum::OptionError("unknown threading '" + v + "'", "--threading",
+                                   "use auto, shared, per-thread or all");
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
-                  "[--threading auto|shared|per-thread|all] [--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling]\n"
-                  "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
-                  "SGEMM probe\n");
+      std::printf(
+          "usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
+          "[--threading auto|shared|per-thread|all] [--budget FLOATS] [--only NAME-SUBSTRING] "
+          "[--list] [--no-ceiling]\n"
+          "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
+          "SGEMM probe\n");
       std::exit(0);
     } else {
       throw nostrum::OptionError("unknown option", a, "see --help");
@@ -113,9 +127,10 @@ int main(int argc, char** argv) try {
   if (opt.list) {
     for (const auto& c : convs) {
       const auto& g = c.geometry;
-      std::printf("{\"conv\": \"%s\", \"count\": %d, \"N\": %d, \"H\": %d, \"W\": %d, "
-                  "\"C\": %d, \"K\": %d, \"R\": %d, \"S\": %d, \"stride\": %d, \"pad\": %d}\n",
-                  c.name.c_str(), c.count, g.N, g.H, g.W, g.C, g.K, g.R, g.S, g.stride, g.pad);
+      std::printf(
+          "{\"conv\": \"%s\", \"count\": %d, \"N\": %d, \"H\": %d, \"W\": %d, "
+          "\"C\": %d, \"K\": %d, \"R\": %d, \"S\": %d, \"stride\": %d, \"pad\": %d}\n",
+          c.name.c_str(), c.count, g.N, g.H, g.W, g.C, g.K, g.R, g.S, g.stride, g.pad);
     }
     return 0;
   }
@@ -154,39 +169,41 @@ int main(int argc, char** argv) try {
     const auto& g = c.geometry;
     const double flops = g.forward_flops();
     for (const auto threading : opt.threadings) {
-    conv_options.threading = threading;
-    const char* mode = threading == nostrum::layers::ConvThreading::kAuto         ? "auto"
-                       : threading == nostrum::layers::ConvThreading::kSharedGemm ? "shared"
-                                                                                  : "per-thread";
-    const double fwd = best_seconds(opt.repeats, [&] {
-      nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
-    });
-    const double bwd_w = best_seconds(opt.repeats, [&] {
-      nostrum::layers::conv2d_backward_weights(d_weight, d_out, in, g, scratch, conv_options);
-    });
-    const double bwd_d = best_seconds(opt.repeats, [&] {
-      nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
-    });
-    const double gf = flops * 1e-9;
-    std::printf("  %-36s %-10s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
-                c.name.c_str(), mode, c.count, gf / fwd, gf / bwd_d, gf / bwd_w,
-                pct(gf / fwd), pct(gf / bwd_d), pct(gf / bwd_w),
-                fwd * 1e3, bwd_d * 1e3, bwd_w * 1e3);
-    std::printf("{\"conv\": \"%s\", \"threading\": \"%s\", \"count\": %d, \"threads\": %d, \"gflop\": %.4f, "
-                "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
-                "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
-                c.name.c_str(), mode, c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
-                gf / bwd_w, ceiling);
-    if (threading != opt.threadings.front()) continue;  // totals of the first mode
-    const bool stem = g.C <= 4;  // the stem needs no input gradient
-    total_flops += c.count * flops * (stem ? 2 : 3);
-    total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
+      conv_options.threading = threading;
+      const char* mode = threading == nostrum::layers::ConvThreading::kAuto         ? "auto"
+                         : threading == nostrum::layers::ConvThreading::kSharedGemm ? "shared"
+                                                                                    : "per-thread";
+      const double fwd = best_seconds(opt.repeats, [&] {
+        nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
+      });
+      const double bwd_w = best_seconds(opt.repeats, [&] {
+        nostrum::layers::conv2d_backward_weights(d_weight, d_out, in, g, scratch, conv_options);
+      });
+      const double bwd_d = best_seconds(opt.repeats, [&] {
+        nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
+      });
+      const double gf = flops * 1e-9;
+      std::printf("  %-36s %-10s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
+                  c.name.c_str(), mode, c.count, gf / fwd, gf / bwd_d, gf / bwd_w, pct(gf / fwd),
+                  pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3, bwd_d * 1e3, bwd_w * 1e3);
+      std::printf(
+          "{\"conv\": \"%s\", \"threading\": \"%s\", \"count\": %d, \"threads\": %d, \"gflop\": "
+          "%.4f, "
+          "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
+          "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
+          c.name.c_str(), mode, c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
+          gf / bwd_w, ceiling);
+      if (threading != opt.threadings.front()) continue;  // totals of the first mode
+      const bool stem = g.C <= 4;                         // the stem needs no input gradient
+      total_flops += c.count * flops * (stem ? 2 : 3);
+      total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
     }
   }
-  std::printf("# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
-              "SGEMM)\n",
-              total_flops * 1e-9, total_seconds, total_flops * 1e-9 / total_seconds,
-              pct(total_flops * 1e-9 / total_seconds));
+  std::printf(
+      "# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
+      "SGEMM)\n",
+      total_flops * 1e-9, total_seconds, total_flops * 1e-9 / total_seconds,
+      pct(total_flops * 1e-9 / total_seconds));
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-conv-bench: %s (%s) %s\n", e.what(), e.where().c_str(),

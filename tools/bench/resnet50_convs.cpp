@@ -23,7 +23,8 @@ std::string label(const std::string& where, int R, int stride, int C, int K, int
 std::vector<NamedConv> resnet50_convs(int image, int batch) {
   std::vector<NamedConv> convs;
   auto add = [&](const std::string& where, int side, int C, int K, int R, int stride, int count) {
-    convs.push_back({label(where, R, stride, C, K, side), conv(batch, side, C, K, R, stride), count});
+    convs.push_back(
+        {label(where, R, stride, C, K, side), conv(batch, side, C, K, R, stride), count});
   };
   add("conv1", image, 3, 64, 7, 2, 1);
   int side = (image + 2 * 3 - 7) / 2 + 1;  // stem

@@ -1,5 +1,6 @@
 // NHWC im2col / col2im and the conv weight reorder. A column row holds one output pixel's receptive
-// field in (R, S, C) order, so for a fixed r the S*C values are one contiguous run of the input row.
+// field in (R, S, C) order, so for a fixed r the S*C values are one contiguous run of the input
+// row.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,8 @@ struct PatchShape {
   int64_t row_length() const { return int64_t(R) * S * C; }
 };
 
-// col (row_end - row_begin, R*S*C) = patches of in (N,H,W,C) for output rows [row_begin, row_end) of
-// the flattened (N, P, Q) index; padding positions are written as 0. Single-threaded.
+// col (row_end - row_begin, R*S*C) = patches of in (N,H,W,C) for output rows [row_begin, row_end)
+// of the flattened (N, P, Q) index; padding positions are written as 0. Single-threaded.
 void im2col_nhwc(float* col, const float* in, const PatchShape& s, int64_t row_begin,
                  int64_t row_end);
 

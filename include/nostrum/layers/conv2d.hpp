@@ -29,10 +29,10 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
                      const float* weight, const ConvGeometry& g, float* scratch);
 
-// ---- tuning knobs (the functions above use the defaults) ------------------------------------------
-// How a conv uses the OpenMP pool: one threaded GEMM per tile of output rows, or each thread its own
-// tiles with single-threaded GEMMs. kAuto picks per shape and per pass. Results are bit-reproducible
-// for a fixed choice and thread count.
+// ---- tuning knobs (the functions above use the defaults) ----
+// How a conv uses the OpenMP pool: one threaded GEMM per tile of output rows, or each thread its
+// own tiles with single-threaded GEMMs. kAuto picks per shape and per pass. Results are
+// bit-reproducible for a fixed choice and thread count.
 enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
 
 struct ConvOptions {
