@@ -200,7 +200,7 @@ void Loader::process(Scratch& s, Slot& slot, int64_t j, int64_t epoch) {
 bool Loader::next(Batch& batch) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
-  NOSTRUM_CHECK(active_ || epoch_ >= 0, OptionError, "start_epoch() must come before next()", "loader");
+  NOSTRUM_CHECK(epoch_ >= 0, OptionError, "start_epoch() must come before next()", "loader");
   if (holding_) {
     holding_ = false;
     ++released_;
@@ -209,9 +209,10 @@ bool Loader::next(Batch& batch) {
   if (next_out_ >= sampler_.batches_per_epoch()) return false;
   const int64_t b = next_out_;
   Slot& slot = slots_[static_cast<size_t>(b % static_cast<int64_t>(slots_.size()))];
-  batch_ready_.wait(lock, [&] {
-    return slot.batch == b && (slot.done == slot.count || slot.error);
-  });
+  batch_ready_.wait(lock, [&] { return !active_ || (slot.batch == b && (slot.done == slot.count || slot.error)); });
+  if (!active_ && !slot.error) {
+    throw OptionError("next() after a loader error stopped the epoch", "loader", "call start_epoch() first");
+  }
   if (slot.error) {
     std::exception_ptr error = slot.error;
     stop_epoch(lock);  // let the other threads finish their sample before the trainer unwinds

@@ -133,7 +133,13 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
     NOSTRUM_CHECK(::stat(path.c_str(), &st) == 0, IoError, "shard missing: " + errno_text(), path,
                   "is the dataset directory complete?");
     NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, DataError, "not an HDF5 file (corrupt shard?)", path);
-    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    // Read-only and never rewritten while training: no HDF5 file locks (they fail on some parallel
+    // file systems, see FACTS.md).
+    H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(access.get(), false, true);
+#endif
+    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
     NOSTRUM_CHECK(file.valid(), DataError, "cannot open shard (corrupt HDF5?)", path);
     const hid_t f = file.get();
     const std::string format = read_string_attribute(f, "format", path);

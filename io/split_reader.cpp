@@ -1,17 +1,39 @@
 // SplitReader: global sample index -> (shard, local index) by binary search over prefix sums.
 #include "io/split_reader.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::io {
 
+namespace {
+// Every shard keeps one descriptor open for pread: ImageNet at 128 MB per shard is ~1,100 of them,
+// above the common soft limit of 1024. Raise the soft limit towards the hard one when needed.
+void ensure_descriptors(size_t shards, const std::string& dir) {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(shards) * 2 + 256;  // train and val loaders, plus slack
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    NOSTRUM_CHECK(limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= static_cast<rlim_t>(shards) + 64, IoError,
+                  "the dataset has " + std::to_string(shards) + " shards but only " +
+                      std::to_string(limit.rlim_cur) + " file descriptors are allowed",
+                  dir, "raise ulimit -n, or convert with a larger --shard-mb");
+  }
+}
+}  // namespace
+
 SplitReader::SplitReader(const std::string& dir, const Manifest& manifest, const std::string& split)
     : split_(split) {
   const SplitInfo& info = manifest.split(split);
   NOSTRUM_CHECK(info.count > 0, DataError, "split '" + split + "' has no samples", dir);
   const int64_t classes = static_cast<int64_t>(manifest.classes.size());
+  ensure_descriptors(info.shards.size(), dir);
   first_.push_back(0);
   shards_.reserve(info.shards.size());
   for (const ShardInfo& shard : info.shards) {
