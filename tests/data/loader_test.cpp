@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "convert.hpp"
@@ -103,6 +104,38 @@ TEST_CASE("loader: the same batches, bit for bit, for 1, 2 and 4 threads", "[loa
   for (float v : reference.images) {
     REQUIRE(v > -3.0f);
     REQUIRE(v < 3.0f);
+  }
+}
+
+TEST_CASE("loader: a sample's augmented image does not depend on the rank count", "[loader]") {
+  testing::TempDir dir("loader");
+  const std::string data = make_dataset(dir, ImageKind::jpeg, 40, 5);
+  const Manifest m = Manifest::read(data);
+  const size_t per_sample = 24 * 20 * 3;
+  std::map<int64_t, std::vector<float>> reference;
+  {
+    Loader one(data, m, jpeg_config(2));
+    const Epoch e = run_epoch(one, 7);
+    for (size_t k = 0; k < e.samples.size(); ++k)
+      reference[e.samples[k]].assign(e.images.begin() + k * per_sample, e.images.begin() + (k + 1) * per_sample);
+  }
+  for (int ranks : {2, 4}) {
+    std::set<int64_t> seen;
+    for (int r = 0; r < ranks; ++r) {
+      LoaderConfig c = jpeg_config(1 + r % 2);
+      c.local_batch = 8 / ranks;  // the same global batch of 8
+      c.rank = r;
+      c.ranks = ranks;
+      Loader loader(data, m, c);
+      const Epoch e = run_epoch(loader, 7);
+      for (size_t k = 0; k < e.samples.size(); ++k) {
+        seen.insert(e.samples[k]);
+        REQUIRE(reference.count(e.samples[k]) == 1);
+        const std::vector<float> image(e.images.begin() + k * per_sample, e.images.begin() + (k + 1) * per_sample);
+        REQUIRE(image == reference[e.samples[k]]);
+      }
+    }
+    REQUIRE(seen.size() == reference.size());
   }
 }
 

@@ -35,9 +35,7 @@ void prepare_output(const ConvertOptions& options, const std::vector<std::string
       for (const auto& entry : fs::directory_iterator(out, ec)) {
         if (entry.is_directory()) {
           for (const auto& file : fs::directory_iterator(entry.path(), ec)) {
-            const std::string name = file.path().filename().string();
             if (file.path().extension() == ".h5" || file.path().extension() == ".partial") fs::remove(file.path(), ec);
-            (void)name;
           }
         } else if (entry.path().extension() == ".partial") {
           fs::remove(entry.path(), ec);
