@@ -17,12 +17,22 @@ JpegDecoder::~JpegDecoder() {
   if (handle_) tjDestroy(static_cast<tjhandle>(handle_));
 }
 
+void JpegDecoder::reset() {
+  // libjpeg-turbo 2.1 can leave a handle in a bad state after a failed call (the next good file then
+  // fails with a stale error): start from a fresh handle.
+  tjDestroy(static_cast<tjhandle>(handle_));
+  handle_ = tjInitDecompress();
+  NOSTRUM_CHECK(handle_, IoError, "cannot initialise libjpeg-turbo", "tjInitDecompress");
+}
+
 JpegHeader JpegDecoder::header(const uint8_t* bytes, size_t size, const std::string& where) {
   auto* h = static_cast<tjhandle>(handle_);
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (size < 4 || tjDecompressHeader3(h, bytes, static_cast<unsigned long>(size), &width, &height,
                                       &subsamp, &colorspace) != 0) {
-    throw DataError(std::string("not a JPEG image, or its header is damaged: ") + (size < 4 ? "too short" : tjGetErrorStr2(h)), where);
+    const std::string message = size < 4 ? "too short" : tjGetErrorStr2(h);
+    reset();
+    throw DataError("not a JPEG image, or its header is damaged: " + message, where);
   }
   NOSTRUM_CHECK(width > 0 && height > 0, DataError, "JPEG with an empty image", where);
   JpegHeader header;
@@ -59,7 +69,9 @@ void JpegDecoder::decode_rgb(const uint8_t* bytes, size_t size, int denominator,
     // whole (PIL and torchvision accept those files silently): that one alone is tolerated.
     const bool warning = tjGetErrorCode(h) == TJERR_WARNING;
     if (!warning || std::strstr(message, "extraneous bytes") == nullptr) {
-      throw DataError(std::string("corrupt or truncated JPEG: ") + message, where);
+      const std::string text = message;
+      reset();
+      throw DataError("corrupt or truncated JPEG: " + text, where);
     }
   }
   if (info.cmyk) {

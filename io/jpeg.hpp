@@ -31,6 +31,7 @@ class JpegDecoder {
                   int& height, int& width, const std::string& where);
 
  private:
+  void reset();  // replaces the handle after a failure
   void* handle_ = nullptr;
   std::vector<uint8_t> cmyk_;  // scratch for CMYK JPEGs
 };

@@ -117,6 +117,18 @@ TEST_CASE("jpeg: greyscale and CMYK decode to RGB", "[convert][jpeg]") {
   REQUIRE(w == 47);
   REQUIRE(pixels[0] == pixels[1]);
   REQUIRE(pixels[1] == pixels[2]);
+  // a failure leaves the decoder usable: a good image right after a bad one decodes (libjpeg-turbo
+  // 2.1.5 keeps a handle broken after a header cut inside a Huffman table)
+  std::vector<uint8_t> flat(32 * 32 * 3, 100);
+  const std::vector<uint8_t> good = encode_jpeg(flat.data(), 32, 32, 3, 90);
+  const std::vector<uint8_t> bad(good.begin(), good.begin() + 214);  // inside the DHT segments
+  for (int round = 0; round < 2; ++round) {
+    REQUIRE_THROWS_AS(decoder.decode_rgb(bad.data(), bad.size(), 1, pixels, h, w, "bad"), DataError);
+    REQUIRE_THROWS_AS(decoder.header(bad.data(), bad.size(), "bad"), DataError);
+    decoder.decode_rgb(good.data(), good.size(), 1, pixels, h, w, "good after bad");
+    REQUIRE(h == 32);
+    REQUIRE(int(pixels[0]) == Approx(100).margin(2));
+  }
   // Constant inverted-CMYK colour (Adobe convention): C'=255, M'=128, Y'=0, K'=255 -> RGB (255, 128, 0).
   std::vector<uint8_t> cmyk(16 * 16 * 4);
   for (size_t p = 0; p < 256; ++p) {
