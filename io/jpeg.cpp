@@ -18,8 +18,8 @@ JpegDecoder::~JpegDecoder() {
 }
 
 void JpegDecoder::reset() {
-  // libjpeg-turbo 2.1 can leave a handle in a bad state after a failed call (the next good file then
-  // fails with a stale error): start from a fresh handle.
+  // libjpeg-turbo 2.1 can leave a handle in a bad state after a failed call (the next good file
+  // then fails with a stale error): start from a fresh handle.
   tjDestroy(static_cast<tjhandle>(handle_));
   handle_ = tjInitDecompress();
   NOSTRUM_CHECK(handle_, IoError, "cannot initialise libjpeg-turbo", "tjInitDecompress");
@@ -78,19 +78,22 @@ void JpegDecoder::decode_rgb(const uint8_t* bytes, size_t size, int denominator,
     // Adobe (Photoshop) CMYK JPEGs store inverted values: R = C' K' / 255 with C' = 255 - C.
     for (size_t p = 0; p < pixels; ++p) {
       const unsigned k = cmyk_[p * 4 + 3];
-      for (int c = 0; c < 3; ++c) out[p * 3 + c] = static_cast<uint8_t>((cmyk_[p * 4 + c] * k + 127) / 255);
+      for (int c = 0; c < 3; ++c)
+        out[p * 3 + c] = static_cast<uint8_t>((cmyk_[p * 4 + c] * k + 127) / 255);
     }
   }
 }
 
-std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int height, int width, int channels, int quality) {
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int height, int width, int channels,
+                                 int quality) {
   tjhandle h = tjInitCompress();
   NOSTRUM_CHECK(h, IoError, "cannot initialise libjpeg-turbo", "tjInitCompress");
   const int format = channels == 1 ? TJPF_GRAY : channels == 4 ? TJPF_CMYK : TJPF_RGB;
   const int subsamp = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  const int status = tjCompress2(h, pixels, width, 0, height, format, &jpeg, &size, subsamp, quality, 0);
+  const int status =
+      tjCompress2(h, pixels, width, 0, height, format, &jpeg, &size, subsamp, quality, 0);
   std::string message = status != 0 ? tjGetErrorStr2(h) : "";
   std::vector<uint8_t> result;
   if (status == 0) result.assign(jpeg, jpeg + size);

@@ -1,5 +1,5 @@
-// JPEG decode and encode with libjpeg-turbo's TurboJPEG API. A decoder per thread (a tjhandle is not
-// shareable); decoded pixels are RGB (H, W, 3) uint8, greyscale and CMYK converted.
+// JPEG decode and encode with libjpeg-turbo's TurboJPEG API. A decoder per thread (a tjhandle is
+// not shareable); decoded pixels are RGB (H, W, 3) uint8, greyscale and CMYK converted.
 #pragma once
 
 #include <cstdint>

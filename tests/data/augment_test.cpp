@@ -1,5 +1,6 @@
 // Augmentation maths: crop boxes inside the image with torchvision's scale/ratio ranges, the same
-// choices for the same (seed, epoch, sample), and the resample/pad-crop kernels against direct formulas.
+// choices for the same (seed, epoch, sample), and the resample/pad-crop kernels against direct
+// formulas.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -49,7 +50,8 @@ TEST_CASE("augment: choices depend only on (seed, epoch, sample)", "[augment]") 
   REQUIRE((s.x != x.x || s.y != x.y || s.width != x.width));
 }
 
-TEST_CASE("augment: centre crop is the middle out x out of the short side resized to 256", "[augment]") {
+TEST_CASE("augment: centre crop is the middle out x out of the short side resized to 256",
+          "[augment]") {
   AugmentConfig c;
   const CropBox box = centre_crop(512, 1024, c);  // scale 0.5: 224 -> 448 source pixels
   REQUIRE(box.height == Approx(448));
@@ -58,7 +60,8 @@ TEST_CASE("augment: centre crop is the middle out x out of the short side resize
   REQUIRE(box.x == Approx(288));
 }
 
-TEST_CASE("augment: resample of the whole image at its own size is the normalised image", "[augment]") {
+TEST_CASE("augment: resample of the whole image at its own size is the normalised image",
+          "[augment]") {
   AugmentConfig c;
   c.out_height = 6;
   c.out_width = 5;
@@ -98,7 +101,8 @@ TEST_CASE("augment: pad-crop shifts with zero padding and flips", "[augment]") {
   std::vector<uint8_t> src(4 * 4);
   for (int i = 0; i < 16; ++i) src[i] = static_cast<uint8_t>(i + 1);
   std::vector<float> out(16);
-  pad_crop_normalise(out.data(), src.data(), 4, 4, 1, 2, 0, 3, false, c);  // dy=0 (up 2), dx=3 (right 1)
+  pad_crop_normalise(out.data(), src.data(), 4, 4, 1, 2, 0, 3, false,
+                     c);  // dy=0 (up 2), dx=3 (right 1)
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 4; ++x) {
       const int sy = y - 2, sx = x + 1;
