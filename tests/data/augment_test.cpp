@@ -63,6 +63,8 @@ TEST_CASE("augment: centre crop is the middle out x out of the short side resize
 TEST_CASE("augment: resample of the whole image at its own size is the normalised image",
           "[augment]") {
   AugmentConfig c;
+  c.mean = {0.485f, 0.456f, 0.406f};
+  c.std = {0.229f, 0.224f, 0.225f};
   c.out_height = 6;
   c.out_width = 5;
   std::vector<uint8_t> src(6 * 5 * 3);
@@ -124,14 +126,19 @@ TEST_CASE("augment: pad-crop shifts with zero padding and flips", "[augment]") {
 }
 
 TEST_CASE("augment: invalid settings are option errors naming the field", "[augment]") {
-  AugmentConfig c;
+  AugmentConfig imagenet;
+  imagenet.mean = {0.485f, 0.456f, 0.406f};
+  imagenet.std = {0.229f, 0.224f, 0.225f};
+  AugmentConfig c = imagenet;
   validate(c);
   c.mean = {0.5f};
   REQUIRE_THROWS_AS(validate(c), OptionError);
   c = AugmentConfig{};
+  REQUIRE_THROWS_WITH(validate(c), Catch::Contains("mean/std"));
+  c = imagenet;
   c.min_scale = 0;
   REQUIRE_THROWS_WITH(validate(c), Catch::Contains("scale"));
-  c = AugmentConfig{};
+  c = imagenet;
   c.eval_resize = 100;
   REQUIRE_THROWS_WITH(validate(c), Catch::Contains("eval_resize"));
 }

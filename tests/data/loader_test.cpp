@@ -187,8 +187,7 @@ TEST_CASE("loader: raw evaluation images are the normalised stored pixels", "[lo
   c.threads = 2;
   c.augment.out_height = 9;
   c.augment.out_width = 7;
-  c.augment.mean.clear();  // the manifest's statistics
-  c.augment.std.clear();
+  // mean/std left empty: the manifest's statistics
   Loader loader(data, m, c);
   REQUIRE(loader.config().augment.mean == m.mean);
   SplitReader reader(data, m, "val");

@@ -23,8 +23,6 @@ void run_bench(const BenchOptions& options) {
     config.threads = threads;
     config.train = !options.eval;
     config.tail = options.eval ? data::TailPolicy::exact : data::TailPolicy::pad;
-    config.augment.mean.clear();
-    config.augment.std.clear();
     if (manifest.kind == io::ImageKind::raw) {
       config.augment.out_height = manifest.height;
       config.augment.out_width = manifest.width;

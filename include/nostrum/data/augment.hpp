@@ -28,9 +28,9 @@ struct AugmentConfig {
   // train, raw (fixed-size) images: zero-pad by this many pixels, random crop back to the image
   // size
   int pad = 4;
-  // (x / 255 - mean[c]) / std[c]; sizes must equal out_channels
-  std::vector<float> mean{0.485f, 0.456f, 0.406f};
-  std::vector<float> std{0.229f, 0.224f, 0.225f};
+  // (x / 255 - mean[c]) / std[c]; sizes must equal out_channels. The loader fills empty ones with
+  // the dataset manifest's statistics (else ImageNet's); validate() needs them set.
+  std::vector<float> mean, std;
 };
 
 void validate(const AugmentConfig& config);  // OptionError naming the bad field
