@@ -16,7 +16,9 @@ namespace {
 // any thread count.
 constexpr int64_t kChunks = 64;
 
-int64_t chunk_count(int64_t rows) { return std::max<int64_t>(1, std::min(kChunks, rows)); }
+int64_t chunk_count(int64_t rows) {
+  return std::max<int64_t>(1, std::min(kChunks, rows));
+}
 
 // partial (chunks, C) doubles; per chunk, sum over its rows of f(row, c). total (C) = ordered sum.
 template <typename RowFn>
@@ -57,8 +59,8 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  float* running_mean, float* running_var, const float* in,
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch) {
-  double* partial = scratch;                       // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;       // (C + 1): sums, then the count
+  double* partial = scratch;                  // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
   // Pass 1: the mean (global over the reducer's group).
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r) {
     const float* x = in + r * C;
@@ -122,9 +124,9 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch) {
   const bool relu = options.fuse_relu;
-  double* partial_dy = scratch;                    // (kChunks, C)
-  double* partial_dyx = scratch + kChunks * C;     // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;       // (2C + 1): sum dy, sum dy*(x-mean), count
+  double* partial_dy = scratch;                 // (kChunks, C)
+  double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
   const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static)
@@ -160,7 +162,8 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   if (options.reducer) options.reducer->sum(total, 2 * C + 1);
   const double count = total[2 * C];
   // d_in = gamma*invstd * (dy - mean(dy) - (x-mean) * invstd^2 * mean(dy*(x-mean))), per channel
-  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as floats.
+  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as
+  // floats.
   float* coef = reinterpret_cast<float*>(partial_dy);  // (3, C) floats
   for (int c = 0; c < C; ++c) {
     const double invstd = save_invstd[c];

@@ -1,6 +1,6 @@
 // ResNet model: shape inference and arena layout (build), torchvision init, forward with batch or
-// running statistics, loss, and backward in reverse state_dict order so the gradient-ready watermark
-// only decreases (a block's downsample branch before its main path).
+// running statistics, loss, and backward in reverse state_dict order so the gradient-ready
+// watermark only decreases (a block's downsample branch before its main path).
 #include "nostrum/model/model.hpp"
 
 #include <omp.h>
@@ -54,7 +54,8 @@ uint64_t splitmix64(uint64_t x) {
 
 // Uniform in (0, 1) from a counter: element i of stream `key` (thread-count independent).
 double uniform01(uint64_t key, uint64_t i) {
-  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) *
+         (1.0 / 9007199254740992.0);
 }
 
 }  // namespace
@@ -144,19 +145,25 @@ void Model::build(int max_batch, int height, int width) {
     const int planes = w0 << stage;
     for (int b = 0; b < spec_.blocks[stage]; ++b) {
       const int stride = (stage > 0 && b == 0) ? 2 : 1;
-      const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b) + ".";
+      const std::string prefix =
+          "layer" + std::to_string(stage + 1) + "." + std::to_string(b) + ".";
       Block block;
       block.add_name = prefix + "add";
       block.in_per_image = int64_t(H) * W * in_planes;
       if (spec_.bottleneck) {
-        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 1, 1, 0, H, W, true));
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, stride, 1, H, W, true));
+        block.path.push_back(
+            make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 1, 1, 0, H, W, true));
+        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3,
+                                          stride, 1, H, W, true));
         const auto& c2 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv3", prefix + "bn3", planes, planes * 4, 1, 1, 0, c2.P(), c2.Q(), false));
+        block.path.push_back(make_conv_bn(prefix + "conv3", prefix + "bn3", planes, planes * 4, 1,
+                                          1, 0, c2.P(), c2.Q(), false));
       } else {
-        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 3, stride, 1, H, W, true));
+        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 3,
+                                          stride, 1, H, W, true));
         const auto& c1 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, 1, 1, c1.P(), c1.Q(), false));
+        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, 1, 1,
+                                          c1.P(), c1.Q(), false));
       }
       m.last_gammas.push_back(block.path.back().gamma);
       if (stride != 1 || in_planes != planes * expansion) {
@@ -230,7 +237,10 @@ void Model::build(int max_batch, int height, int width) {
     for (auto& g : m.grad) g = take(N * max_per_image);
   };
   size_t activation_floats = 0;
-  walk([&](size_t n) -> float* { activation_floats += Arena::padded(n); return nullptr; });
+  walk([&](size_t n) -> float* {
+    activation_floats += Arena::padded(n);
+    return nullptr;
+  });
   activations_ = Arena(activation_floats, spec_.name + " activations");
   walk([&](size_t n) { return activations_.take(n, "activations"); });
   scratch_ = Arena(scratch_floats, spec_.name + " conv scratch");
@@ -255,8 +265,12 @@ size_t Model::activation_bytes() const {
          impl_->bn_scratch.size() * sizeof(double) + impl_->argmax.size() * sizeof(int32_t);
 }
 
-void Model::set_norm_reducer(Reducer* reducer) { reducer_ = reducer; }
-void Model::set_observer(LayerObserver* observer) { observer_ = observer; }
+void Model::set_norm_reducer(Reducer* reducer) {
+  reducer_ = reducer;
+}
+void Model::set_observer(LayerObserver* observer) {
+  observer_ = observer;
+}
 
 void Model::init(uint64_t seed) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "init before build", "model " + spec_.name);
@@ -278,16 +292,19 @@ void Model::init(uint64_t seed) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         const double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
-        v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+        v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
+                                  std::cos(6.283185307179586 * u2));
       }
     } else if (index == m.fc_weight || index == m.fc_bias) {
       // PyTorch's nn.Linear default: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias
       const double bound = 1.0 / std::sqrt(static_cast<double>(m.fc_in));
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
     } else {
       float value = 0.0f;  // beta, running_mean, num_batches_tracked
-      if (p.kind == ParameterKind::kNormScale) value = (spec_.zero_init_residual && is_last_gamma) ? 0.0f : 1.0f;
+      if (p.kind == ParameterKind::kNormScale)
+        value = (spec_.zero_init_residual && is_last_gamma) ? 0.0f : 1.0f;
       if (ends_with(".running_var")) value = 1.0f;
       std::fill(v, v + n, value);
     }
@@ -296,9 +313,10 @@ void Model::init(uint64_t seed) {
 
 const float* Model::forward(const float* images, int n, bool training) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "forward before build", "model " + spec_.name);
-  NOSTRUM_CHECK(n >= 1 && n <= max_batch_, ShapeError,
-                "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
-                "model " + spec_.name);
+  NOSTRUM_CHECK(
+      n >= 1 && n <= max_batch_, ShapeError,
+      "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
+      "model " + spec_.name);
   Impl& m = *impl_;
   m.input = images;
   batch_ = n;
@@ -316,9 +334,8 @@ const float* Model::forward(const float* images, int n, bool training) {
   auto run = [&](ConvBn& cb, const float* in) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
-    timed(cb.conv_name, [&] {
-      layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
-    });
+    timed(cb.conv_name,
+          [&] { layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch); });
     layers::BatchNormOptions o;
     o.fuse_relu = cb.relu;
     o.reducer = reducer_;
@@ -327,8 +344,8 @@ const float* Model::forward(const float* images, int n, bool training) {
       if (training) {
         layers::batch_norm_forward_training(
             cb.a, cb.save_mean, cb.save_invstd, table_[cb.running_mean].value,
-            table_[cb.running_var].value, cb.c, table_[cb.gamma].value, table_[cb.beta].value,
-            rows, g.K, o, m.bn_scratch.data());
+            table_[cb.running_var].value, cb.c, table_[cb.gamma].value, table_[cb.beta].value, rows,
+            g.K, o, m.bn_scratch.data());
         table_[cb.batches].value[0] += 1.0f;
       } else {
         layers::batch_norm_forward_inference(cb.a, cb.c, table_[cb.gamma].value,
@@ -355,11 +372,13 @@ const float* Model::forward(const float* images, int n, bool training) {
       shortcut = b.down.a;
     }
     timed(b.add_name, [&] {
-      layers::residual_add_forward(b.out(), b.out(), shortcut, n * b.path.back().out_per_image(), true);
+      layers::residual_add_forward(b.out(), b.out(), shortcut, n * b.path.back().out_per_image(),
+                                   true);
     });
   }
   const float* last = m.blocks.back().out();
-  timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
+  timed(m.avgpool_name,
+        [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
   timed(m.fc_name, [&] {
     layers::linear_forward(m.logits, m.pooled, table_[m.fc_weight].value, table_[m.fc_bias].value,
                            n, m.fc_in, m.fc_out);
@@ -427,9 +446,8 @@ void Model::backward(const GradientReadyCallback& on_ready) {
                             m.d_logits, m.pooled, table_[m.fc_weight].value, n, m.fc_in, m.fc_out);
   });
   ready(m.fc_weight);
-  timed(m.avgpool_name, [&] {
-    layers::global_avg_pool_backward(G, m.d_pooled, n, m.final_hw, m.fc_in);
-  });
+  timed(m.avgpool_name,
+        [&] { layers::global_avg_pool_backward(G, m.d_pooled, n, m.final_hw, m.fc_in); });
   for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) {
     Block& b = *it;
     const int64_t out_count = n * b.path.back().out_per_image();

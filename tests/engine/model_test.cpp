@@ -96,7 +96,8 @@ TEST_CASE("backward reports a decreasing gradient-ready watermark down to 0", "[
     CHECK(marks.back() == 0);
     for (size_t i = 1; i < marks.size(); ++i) CHECK(marks[i] < marks[i - 1]);
     size_t finite = 0;
-    for (size_t i = 0; i < m->parameter_count(); ++i) finite += std::isfinite(m->gradient_data()[i]);
+    for (size_t i = 0; i < m->parameter_count(); ++i)
+      finite += std::isfinite(m->gradient_data()[i]);
     CHECK(finite == m->parameter_count());
   }
 }
@@ -111,7 +112,8 @@ TEST_CASE("eval accepts a partial batch and training is deterministic", "[engine
     m->loss(y.data(), 0.0f, 0.25f);
     m->backward();
   }
-  CHECK(std::equal(a->gradient_data(), a->gradient_data() + a->parameter_count(), b->gradient_data()));
+  CHECK(std::equal(a->gradient_data(), a->gradient_data() + a->parameter_count(),
+                   b->gradient_data()));
   CHECK(a->parameter("bn1.num_batches_tracked").value[0] == 1.0f);
   // eval on 3 images equals the first 3 of an eval on 4 (running statistics: no batch coupling)
   std::vector<float> full(a->forward(x.data(), 4, false), a->forward(x.data(), 4, false) + 40);
@@ -133,7 +135,10 @@ TEST_CASE("init follows torchvision: Kaiming fan_out convs, BN ones, zero-init r
   m->init(42);
   const auto& w = m->parameter("layer3.0.conv1.weight");  // (256,128,3,3): std sqrt(2/(256*9))
   double s = 0, s2 = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) { s += w.value[i]; s2 += double(w.value[i]) * w.value[i]; }
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    s += w.value[i];
+    s2 += double(w.value[i]) * w.value[i];
+  }
   const double mean = s / w.numel(), sd = std::sqrt(s2 / w.numel() - mean * mean);
   CHECK(std::abs(mean) < 2e-3);
   CHECK(sd == Approx(std::sqrt(2.0 / (256 * 9))).epsilon(0.01));
@@ -146,7 +151,9 @@ TEST_CASE("init follows torchvision: Kaiming fan_out convs, BN ones, zero-init r
   auto m2 = Model::create(c);
   m2->build(1, 32, 32);
   m2->init(42);
-  CHECK(std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(), m2->parameter_data()));
+  CHECK(std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(),
+                   m2->parameter_data()));
   m2->init(43);
-  CHECK(!std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(), m2->parameter_data()));
+  CHECK(!std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(),
+                    m2->parameter_data()));
 }
