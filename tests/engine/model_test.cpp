@@ -13,24 +13,25 @@ using namespace nostrum;
 using namespace nostrum::model;
 
 namespace {
-std::unique_ptr<Model> make(const std::string& name, int classes, int channels, int batch, int hw) {
+std::unique_ptr<Model> make(const std::string& name, int classes, int channels, int batch, int hw,
+                            bool init = true) {
   ModelConfig c;
   c.name = name;
   c.num_classes = classes;
   c.in_channels = channels;
   auto m = Model::create(c);
   m->build(batch, hw, hw);
-  m->init(7);
+  if (init) m->init(7);
   return m;
 }
 }  // namespace
 
 TEST_CASE("ResNets have torchvision's parameter counts and names", "[engine][model]") {
   // sum(p.numel() for p in torchvision.models.resnetX().parameters())
-  CHECK(make("resnet50", 1000, 3, 1, 32)->parameter_count() == 25557032);
-  CHECK(make("resnet18", 1000, 3, 1, 32)->parameter_count() == 11689512);
-  CHECK(make("resnet34", 1000, 3, 1, 32)->parameter_count() == 21797672);
-  auto m = make("resnet50", 1000, 3, 1, 32);
+  CHECK(make("resnet18", 1000, 3, 1, 32, false)->parameter_count() == 11689512);
+  CHECK(make("resnet34", 1000, 3, 1, 32, false)->parameter_count() == 21797672);
+  auto m = make("resnet50", 1000, 3, 1, 32, false);
+  CHECK(m->parameter_count() == 25557032);
   const auto& t = m->parameters();
   CHECK(t.front().name == "conv1.weight");
   CHECK(t.front().shape == Shape{64, 3, 7, 7});
@@ -41,11 +42,17 @@ TEST_CASE("ResNets have torchvision's parameter counts and names", "[engine][mod
   CHECK(m->parameter("layer2.0.conv2.weight").shape == Shape{128, 128, 3, 3});
   CHECK(t.back().name == "fc.bias");
   CHECK(t.size() == 320);  // len(torchvision.models.resnet50().state_dict())
-  // CIFAR-style resnet20 (width 16, 10 classes): 272,474 parameters (+ 1x1 projection shortcuts)
+  // CIFAR-style (tools/weights/cifar_resnet.py): resnet20 at 10 classes 272,474, resnet8 (1 channel)
+  // 77,754; state_dict lengths 128 and 56
+  auto r20 = make("resnet20", 10, 3, 1, 8, false);
+  CHECK(r20->parameter_count() == 272474);
+  CHECK(r20->parameters().size() == 128);
   auto r8 = make("resnet8", 10, 1, 2, 28);
   CHECK(r8->parameter("conv1.weight").shape == Shape{16, 1, 3, 3});
   CHECK(r8->parameter("layer3.0.downsample.0.weight").shape == Shape{64, 32, 1, 1});
   CHECK(r8->parameter("fc.weight").shape == Shape{10, 64});
+  CHECK(r8->parameter_count() == 77754);
+  CHECK(r8->parameters().size() == 56);
 }
 
 TEST_CASE("the factory rejects unknown names with the valid ones", "[engine][model]") {
