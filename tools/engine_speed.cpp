@@ -96,9 +96,10 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
         "\"images_per_second\": %.3f, \"gflops\": %.1f, \"step_seconds\": %.4f, "
-        "\"openblas_core\": \"%s\"}\n",
+        "\"arena_mb\": %.0f, \"openblas_core\": \"%s\"}\n",
         name.c_str(), hw, hw, channels, batch, omp_get_max_threads(), batch / median,
         model->training_flops_per_image() * batch / median * 1e-9, median,
+        (model->activation_bytes() + 2.0 * model->parameter_count() * sizeof(float)) / 1048576.0,
         nostrum::kernels::blas_core_name().c_str());
     if (layers) times.print(steps);
   } catch (const std::exception& e) {
