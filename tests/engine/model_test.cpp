@@ -89,9 +89,10 @@ TEST_CASE("arenas: trainable parameters contiguous in state_dict order, buffers 
 }
 
 TEST_CASE("backward reports a decreasing gradient-ready watermark down to 0", "[engine][model]") {
-  for (const char* name : {"resnet8", "resnet18", "resnet50"}) {
-    auto m = make(name, 5, 3, 2, 32);
-    auto x = nostrum::testing::random_vector(2 * 32 * 32 * 3, 1);
+  // basic blocks (resnet8) and bottlenecks with the ImageNet stem (resnet50)
+  for (const char* name : {"resnet8", "resnet50"}) {
+    auto m = make(name, 5, 3, 2, 16);
+    auto x = nostrum::testing::random_vector(2 * 16 * 16 * 3, 1);
     std::vector<int32_t> y = {1, 3};
     m->forward(x.data(), 2, true);
     m->loss(y.data(), 0.1f, 0.5f);
