@@ -33,12 +33,6 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   if (code != MPI_SUCCESS) throw MpiError("MPI_Init_thread failed", "rank ?");
   owns_ = true;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  if (thread_level_ < MPI_THREAD_SERIALIZED) {
-    throw MpiError("MPI provides thread level " + std::to_string(thread_level_) +
-                       ", nostrum needs at least MPI_THREAD_SERIALIZED",
-                   "rank " + std::to_string(world_rank()),
-                   "use an MPI library built with thread support");
-  }
 }
 
 MpiSession::~MpiSession() {

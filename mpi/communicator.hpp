@@ -12,8 +12,9 @@
 
 namespace nostrum::mpi {
 
-// Initialises MPI with at least MPI_THREAD_SERIALIZED (the gradient communication thread calls MPI
-// while the main thread does not) and finalises it on destruction. One per process.
+// Initialises MPI requesting MPI_THREAD_MULTIPLE and finalises it on destruction. One per process.
+// A lower provided level is accepted: GradientAllreducer then overlaps only as far as the level
+// allows (see effective_overlap_mode) and says so; thread_level() tells the driver.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);

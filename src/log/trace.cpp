@@ -30,9 +30,21 @@ TraceWriter::TraceWriter(int rank, size_t capacity)
     : rank_(rank), origin_(std::chrono::steady_clock::now()), events_(capacity) {}
 
 void TraceWriter::append(const char* name, const char* category, char phase, int thread) {
-  const int64_t t = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - origin_)
-                        .count();
+  append_at(name, category, phase, thread,
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                 origin_)
+                .count());
+}
+
+void TraceWriter::span(const char* name, const char* category, int thread, double start_s,
+                       double end_s) {
+  const double origin_s = std::chrono::duration<double>(origin_.time_since_epoch()).count();
+  append_at(name, category, 'B', thread, static_cast<int64_t>((start_s - origin_s) * 1e9));
+  append_at(name, category, 'E', thread, static_cast<int64_t>((end_s - origin_s) * 1e9));
+}
+
+void TraceWriter::append_at(const char* name, const char* category, char phase, int thread,
+                            int64_t t) {
   const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
   if (i >= events_.size()) {
     dropped_.fetch_add(1, std::memory_order_relaxed);

@@ -47,4 +47,12 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
                      const float* weight, const ConvGeometry& g, float* scratch,
                      const ConvOptions& options);
 
+// The two halves of conv2d_backward, for profiling and for layers whose weights are frozen:
+// d_in (N,H,W,C) OVERWRITTEN from d_out (N,P,Q,K) and weight (K,C,R,S);
+void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
+                          const ConvGeometry& g, float* scratch, const ConvOptions& options);
+// d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
+void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
+                             const ConvGeometry& g, float* scratch, const ConvOptions& options);
+
 }  // namespace nostrum::layers

@@ -31,6 +31,10 @@ class TraceWriter {
   void instant(const char* name, const char* category, int thread) {
     append(name, category, 'i', thread);
   }
+  // A span that already happened, with begin/end in seconds of the monotonic clock (what
+  // omp_get_wtime() and std::chrono::steady_clock read on Linux): per-layer timings reported after
+  // the fact by the model's LayerObserver.
+  void span(const char* name, const char* category, int thread, double start_s, double end_s);
   // Names a thread in the viewer ("main", "allreduce", ...); stored like event names.
   void name_thread(int thread, const char* name);
 
@@ -55,6 +59,7 @@ class TraceWriter {
     std::atomic<bool> ready{false};
   };
   void append(const char* name, const char* category, char phase, int thread);
+  void append_at(const char* name, const char* category, char phase, int thread, int64_t time_ns);
 
   int rank_;
   std::chrono::steady_clock::time_point origin_;

@@ -1,0 +1,26 @@
+// Identical initial weights on every rank: broadcast a float arena from rank 0 and verify it with a
+// 64-bit checksum of its bytes gathered from every rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "mpi/communicator.hpp"
+
+namespace nostrum::mpi {
+
+// 64-bit hash of the bytes (FNV-1a style over 8-byte words, then a final avalanche). Any change
+// of one bit changes it with overwhelming probability; not cryptographic.
+uint64_t checksum_bytes(const void* data, size_t bytes);
+
+// Collective. Every rank's checksum of data (count floats) is gathered on every rank; when one
+// differs from rank 0's, throws MpiError on every rank naming the differing ranks and `what`.
+// Returns the common checksum.
+uint64_t verify_identical(const Communicator& comm, const float* data, size_t count,
+                          const std::string& what);
+
+// Collective. weights: in (count) on rank 0, out (count) on the others; then verify_identical.
+uint64_t broadcast_weights(const Communicator& comm, float* weights, size_t count);
+
+}  // namespace nostrum::mpi

@@ -1,0 +1,175 @@
+// nostrum-train's options: grouped --help, INI config files, validation with the valid choices.
+#include "train_options.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "nostrum/core/error.hpp"
+#include "nostrum/model/architecture.hpp"
+
+namespace po = boost::program_options;
+
+namespace nostrum::train {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
+  return s;
+}
+
+void require_choice(const std::string& option, const std::string& value,
+                    const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value) == choices.end())
+    throw OptionError("invalid value '" + value + "'", "--" + option,
+                      "valid choices: " + join(choices));
+}
+
+template <typename T>
+void require(bool ok, const std::string& option, const T& value, const std::string& rule) {
+  if (ok) return;
+  std::ostringstream text;
+  text << "invalid value '" << value << "'";
+  throw OptionError(text.str(), "--" + option, rule);
+}
+
+}  // namespace
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  po::options_description data("Data");
+  data.add_options()
+    ("data", po::value(&o.data_dir)->required(), "dataset directory made by nostrum-shards")
+    ("loader-threads", po::value(&o.loader_threads)->default_value(o.loader_threads),
+     "background threads per rank that read, decode and augment")
+    ("random-flip", po::value(&o.random_flip)->default_value(o.random_flip),
+     "random horizontal flip in training")
+    ("pad-crop", po::value(&o.pad_crop)->default_value(o.pad_crop),
+     "raw images: random crop after padding by this many pixels (0 = off)");
+
+  po::options_description model("Model");
+  model.add_options()
+    ("model", po::value(&o.model)->default_value(o.model),
+     "resnet8/14/20/32/44/56/110 (CIFAR-style) | resnet18/34/50/101/152 (torchvision v1.5)")
+    ("width", po::value(&o.width)->default_value(o.width), "CIFAR-style ResNets: first-stage width")
+    ("zero-init-residual", po::bool_switch(&o.zero_init_residual),
+     "zero-initialise the last BN gamma of every residual block")
+    ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
+    ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
+
+  po::options_description optim("Optimisation");
+  optim.add_options()
+    ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "images per rank and step")
+    ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epoch budget (run aborts after it)")
+    ("target-accuracy", po::value(&o.target_accuracy)->default_value(o.target_accuracy),
+     "stop with success once top-1 evaluation accuracy reaches this fraction")
+    ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd | lars")
+    ("lr", po::value(&o.lr)->default_value(o.lr), "base learning rate (0 = recipe default)")
+    ("end-lr", po::value(&o.end_lr)->default_value(o.end_lr), "learning rate at the end of decay")
+    ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs),
+     "linear warmup length in epochs")
+    ("lr-schedule", po::value(&o.lr_schedule)->default_value(o.lr_schedule),
+     "poly | cosine | step | onecycle")
+    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
+    ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
+     "epochs over which the LR decays (0 = the whole budget)")
+    ("momentum", po::value(&o.momentum)->default_value(o.momentum), "momentum")
+    ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd)")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
+    ("decay-bias-and-norm", po::bool_switch()->notifier([&](bool on) { o.exempt_bias_and_norm = !on; }),
+     "apply weight decay to biases and BN parameters too (MLPerf exempts them)")
+    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing),
+     "label smoothing of the cross-entropy loss")
+    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient");
+
+  po::options_description eval("Evaluation");
+  eval.add_options()
+    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "evaluate every N epochs")
+    ("eval-offset", po::value(&o.eval_offset)->default_value(o.eval_offset),
+     "first evaluation after epoch eval-offset + eval-every")
+    ("eval-only", po::bool_switch(&o.eval_only), "evaluate --init-weights and exit");
+
+  po::options_description parallel("Parallelism");
+  parallel.add_options()
+    ("threads", po::value(&o.threads)->default_value(o.threads),
+     "OpenMP threads per rank (0 = the cores this rank may use)")
+    ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
+    ("no-overlap", po::bool_switch()->notifier([&](bool on) { o.overlap = !on; }),
+     "allreduce all gradients after backward instead of overlapping")
+    ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
+    ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
+     "ranks per sync-BN group (0 = all ranks)");
+
+  po::options_description run("Run and output");
+  run.add_options()
+    ("help,h", "print this help")
+    ("config", po::value(&o.config_file), "INI file with any of these options (command line wins)")
+    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights, sampling, augmentation")
+    ("mllog", po::value(&o.mllog), "write :::MLLOG lines to this file (rank 0)")
+    ("result-json", po::value(&o.result_json), "write the result summary to this JSON file")
+    ("trace", po::value(&o.trace), "write a Chrome trace per rank (FILE, rank appended)")
+    ("quiet", po::bool_switch(&o.quiet), "no progress output")
+    ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds),
+     "progress line interval inside an epoch")
+    ("submission-org", po::value(&o.submission_org)->default_value(o.submission_org), "MLPerf org")
+    ("submission-platform", po::value(&o.submission_platform)->default_value(o.submission_platform),
+     "MLPerf platform")
+    ("submission-status", po::value(&o.submission_status)->default_value(o.submission_status),
+     "MLPerf status: onprem | cloud | preview | research");
+
+  po::options_description all("nostrum-train: data-parallel training to a target accuracy\n"
+                              "usage: [mpirun -n P] nostrum-train --data DIR [options]");
+  all.add(data).add(model).add(optim).add(eval).add(parallel).add(run);
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    if (vm.count("help")) {
+      std::cout << all << "\n";
+      return false;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream file(path);
+      if (!file) throw OptionError("cannot open config file", path, "check --config");
+      po::store(po::parse_config_file(file, all, /*allow_unregistered=*/false), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw OptionError(e.what(), "command line or config", "run nostrum-train --help");
+  }
+
+  require_choice("model", o.model, model::model_names());
+  require_choice("optimizer", o.optimizer, {"sgd", "lars"});
+  require_choice("lr-schedule", o.lr_schedule, {"poly", "cosine", "step", "onecycle"});
+  require_choice("submission-status", o.submission_status, {"onprem", "cloud", "preview", "research"});
+  require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");
+  require(o.epochs > 0, "epochs", o.epochs, "must be positive");
+  require(o.target_accuracy > 0 && o.target_accuracy <= 1, "target-accuracy", o.target_accuracy,
+          "a fraction in (0, 1]");
+  require(o.lr >= 0, "lr", o.lr, "must be >= 0");
+  require(o.end_lr >= 0, "end-lr", o.end_lr, "must be >= 0");
+  require(o.warmup_epochs >= 0 && o.warmup_epochs < o.epochs, "warmup-epochs", o.warmup_epochs,
+          "must be in [0, epochs)");
+  require(o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "must be in [0, 1)");
+  require(o.weight_decay >= 0, "weight-decay", o.weight_decay, "must be >= 0");
+  require(o.label_smoothing >= 0 && o.label_smoothing < 1, "label-smoothing", o.label_smoothing,
+          "must be in [0, 1)");
+  require(o.eval_every > 0, "eval-every", o.eval_every, "must be positive");
+  require(o.eval_offset >= 0, "eval-offset", o.eval_offset, "must be >= 0");
+  require(o.threads >= 0, "threads", o.threads, "must be >= 0");
+  require(o.loader_threads > 0, "loader-threads", o.loader_threads, "must be positive");
+  require(o.bucket_mb > 0, "bucket-mb", o.bucket_mb, "must be positive");
+  require(o.width > 0, "width", o.width, "must be positive");
+  require(o.pad_crop >= 0, "pad-crop", o.pad_crop, "must be >= 0");
+  require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
+  require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",
+          "--eval-only needs --init-weights");
+  return true;
+}
+
+}  // namespace nostrum::train

@@ -1,0 +1,67 @@
+// TrainOptions: every setting of nostrum-train, parsed from the command line and an optional INI
+// config file (--config; the command line wins) with Boost.Program_options, then validated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nostrum::train {
+
+struct TrainOptions {
+  // data
+  std::string data_dir;
+  int loader_threads = 2;
+  bool random_flip = true;
+  int pad_crop = 4;          // raw images: pad by this many pixels and crop back (0 = off)
+  // model
+  std::string model = "resnet8";
+  int width = 16;            // CIFAR-style ResNets only
+  bool zero_init_residual = false;
+  std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
+  // optimisation
+  int batch_size = 128;      // per rank
+  int epochs = 5;            // budget: the run stops (aborted) after this many
+  double target_accuracy = 0.91;
+  std::string optimizer = "sgd";
+  double lr = 0.0;           // 0 = the recipe's default for the optimizer and global batch
+  double end_lr = 0.0001;
+  double warmup_epochs = 0.0;
+  std::string lr_schedule = "poly";
+  double poly_power = 2.0;
+  double decay_epochs = 0.0; // 0 = decay over the whole epoch budget
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0001;
+  bool exempt_bias_and_norm = true;
+  double label_smoothing = 0.1;
+  double lars_eta = 0.001;
+  // evaluation
+  int eval_every = 1;
+  int eval_offset = 0;
+  bool eval_only = false;
+  // parallelism
+  int threads = 0;           // OpenMP threads per rank; 0 = cores available to the rank
+  double bucket_mb = 25.0;
+  bool overlap = true;       // allreduce buckets on a communication thread during backward
+  bool sync_bn = false;
+  int sync_bn_group = 0;     // ranks per sync-BN group; 0 = all
+  // run and output
+  uint64_t seed = 1;
+  std::string mllog;
+  std::string result_json;
+  std::string save_weights;
+  std::string trace;
+  bool quiet = false;
+  double progress_seconds = 10.0;
+  std::string submission_org = "nostrum";
+  std::string submission_platform = "cpu";
+  std::string submission_status = "onprem";
+  std::string config_file;
+};
+
+// Parses and validates; throws OptionError naming the option (and the valid choices) on bad input.
+// Returns false (after printing help to stdout) when --help was given.
+bool parse_train_options(int argc, char** argv, TrainOptions& options);
+
+}  // namespace nostrum::train

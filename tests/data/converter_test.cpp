@@ -1,0 +1,309 @@
+// nostrum-shards' converters on generated inputs: an ImageNet-style tree (JPEGs of several sizes,
+// greyscale and CMYK), every bad-input case (corrupt, truncated, non-image, empty class, unreadable),
+// refusal to overwrite, Fashion-MNIST from the Debian package, synthetic data.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "convert.hpp"
+#include "io/jpeg.hpp"
+#include "io/split_reader.hpp"
+#include "nostrum/core/error.hpp"
+#include "temp_dir.hpp"
+
+using namespace nostrum;
+using namespace nostrum::io;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<uint8_t> make_jpeg(int h, int w, int channels, int seed) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(h) * w * channels);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 13 + seed * 29) % 251);
+  return encode_jpeg(pixels.data(), h, w, channels, 85);
+}
+
+void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// train/<wnid>/ with 3 classes (created out of order), 4 images each of different sizes and colour
+// kinds; val/ flat with a label file (or in class folders).
+void make_tree(const fs::path& root, bool flat_val) {
+  const char* wnids[] = {"n03000000", "n01000000", "n02000000"};
+  int seed = 0;
+  for (const char* wnid : wnids) {
+    for (int i = 0; i < 4; ++i, ++seed) {
+      const int channels = i == 1 ? 1 : i == 2 ? 4 : 3;  // grey, CMYK, RGB
+      write_file(root / "train" / wnid / (std::string(wnid) + "_" + std::to_string(i) + ".JPEG"),
+                 make_jpeg(20 + 17 * i, 30 + 11 * seed, channels, seed));
+    }
+  }
+  std::ofstream labels;
+  if (flat_val) labels.open(root / "val_labels.csv");
+  if (flat_val) labels << "ImageId,PredictionString\n";
+  for (int i = 0; i < 6; ++i) {
+    const std::string wnid = wnids[i % 3];
+    const std::string name = "ILSVRC2012_val_0000000" + std::to_string(i);
+    if (flat_val) {
+      write_file(root / "val" / (name + ".JPEG"), make_jpeg(40, 50 + i, 3, 100 + i));
+      labels << name << "," << wnid << " 1 2 3 4\n";
+    } else {
+      write_file(root / "val" / wnid / (name + ".JPEG"), make_jpeg(40, 50 + i, 3, 100 + i));
+    }
+  }
+}
+
+shards::ConvertOptions quiet_options(const fs::path& out) {
+  shards::ConvertOptions o;
+  o.output = out.string();
+  o.quiet = true;
+  o.threads = 3;
+  o.shard_images = 5;  // several shards even for a tiny tree
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("convert imagenet: classes sorted by wnid, bytes and labels preserved", "[convert]") {
+  for (bool flat_val : {true, false}) {
+    testing::TempDir dir("imagenet");
+    make_tree(dir.path() / "in", flat_val);
+    const auto options = quiet_options(dir.path() / "out");
+    const std::string labels = flat_val ? (dir.path() / "in" / "val_labels.csv").string() : "";
+    const Manifest m = shards::convert_imagenet((dir.path() / "in").string(), labels, options);
+    REQUIRE(m.classes == std::vector<std::string>{"n01000000", "n02000000", "n03000000"});
+    const Manifest back = Manifest::read(options.output);
+    REQUIRE(back.split("train").count == 12);
+    REQUIRE(back.split("val").count == 6);
+    REQUIRE(back.split("train").shards.size() == 3);  // 12 images, 5 per shard
+    SplitReader train(options.output, back, "train");
+    std::vector<uint8_t> bytes;
+    // files are taken in sorted (class, name) order: sample k is class k / 4, image k % 4
+    for (int k = 0; k < 12; ++k) {
+      const std::string wnid = m.classes[static_cast<size_t>(k / 4)];
+      const auto expected = read_file(dir.path() / "in" / "train" / wnid / (wnid + "_" + std::to_string(k % 4) + ".JPEG"));
+      train.read(k, bytes);
+      REQUIRE(train.label(k) == k / 4);
+      REQUIRE(std::vector<uint8_t>(bytes.begin(), bytes.begin() + expected.size()) == expected);
+    }
+    SplitReader val(options.output, back, "val");
+    for (int k = 0; k < 6; ++k) {
+      // val_0000000i has class wnids[i % 3] = n03, n01, n02 -> labels 2, 0, 1
+      const int expected_label[] = {2, 0, 1};
+      if (flat_val) REQUIRE(val.label(k) == expected_label[k % 3]);
+    }
+    REQUIRE(shards::verify_dataset(options.output, 2) == 18);
+  }
+}
+
+TEST_CASE("jpeg: greyscale and CMYK decode to RGB", "[convert][jpeg]") {
+  JpegDecoder decoder;
+  std::vector<uint8_t> pixels;
+  int h = 0, w = 0;
+  const std::vector<uint8_t> grey = make_jpeg(33, 47, 1, 1);
+  REQUIRE(decoder.header(grey.data(), grey.size(), "grey").grey);
+  decoder.decode_rgb(grey.data(), grey.size(), 1, pixels, h, w, "grey");
+  REQUIRE(h == 33);
+  REQUIRE(w == 47);
+  REQUIRE(pixels[0] == pixels[1]);
+  REQUIRE(pixels[1] == pixels[2]);
+  // Constant inverted-CMYK colour (Adobe convention): C'=255, M'=128, Y'=0, K'=255 -> RGB (255, 128, 0).
+  std::vector<uint8_t> cmyk(16 * 16 * 4);
+  for (size_t p = 0; p < 256; ++p) {
+    cmyk[p * 4 + 0] = 255;
+    cmyk[p * 4 + 1] = 128;
+    cmyk[p * 4 + 2] = 0;
+    cmyk[p * 4 + 3] = 255;
+  }
+  const std::vector<uint8_t> jpeg = encode_jpeg(cmyk.data(), 16, 16, 4, 95);
+  REQUIRE(decoder.header(jpeg.data(), jpeg.size(), "cmyk").cmyk);
+  decoder.decode_rgb(jpeg.data(), jpeg.size(), 2, pixels, h, w, "cmyk");
+  REQUIRE(h == 8);
+  REQUIRE(w == 8);
+  REQUIRE(std::abs(int(pixels[0]) - 255) <= 4);
+  REQUIRE(std::abs(int(pixels[1]) - 128) <= 4);
+  REQUIRE(std::abs(int(pixels[2]) - 0) <= 4);
+}
+
+TEST_CASE("convert imagenet: each bad input is a clear error, or a counted, listed skip", "[convert][bad]") {
+  struct Case {
+    std::string name;
+    std::function<std::string(const fs::path&)> damage;  // returns the path the error must name
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"corrupt JPEG",
+       [](const fs::path& in) {
+         const fs::path p = in / "train" / "n01000000" / "n01000000_2.JPEG";
+         auto bytes = read_file(p);
+         for (size_t k = bytes.size() / 3; k < bytes.size() - 2; k += 5) bytes[k] = 0xff;  // markers everywhere
+         write_file(p, bytes);
+         return p.string();
+       },
+       "JPEG"},
+      {"truncated JPEG",
+       [](const fs::path& in) {
+         const fs::path p = in / "train" / "n02000000" / "n02000000_3.JPEG";
+         auto bytes = read_file(p);
+         bytes.resize(bytes.size() / 2);
+         write_file(p, bytes);
+         return p.string();
+       },
+       "truncated"},
+      {"non-image file",
+       [](const fs::path& in) {
+         const fs::path p = in / "train" / "n02000000" / "notes.txt";
+         write_file(p, std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o'});
+         return p.string();
+       },
+       "not a JPEG"},
+      {"empty class folder",
+       [](const fs::path& in) {
+         const fs::path p = in / "train" / "n01500000";
+         fs::create_directories(p);
+         return p.string();
+       },
+       "empty class folder"},
+      {"unreadable entry (a link loop)",
+       [](const fs::path& in) {
+         const fs::path p = in / "train" / "n03000000" / "loop.JPEG";
+         fs::create_symlink(p, p);
+         return p.string();
+       },
+       "cannot open"},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      testing::TempDir dir("bad");
+      make_tree(dir.path() / "in", false);
+      const std::string named = c.damage(dir.path() / "in");
+      auto options = quiet_options(dir.path() / "out");
+      REQUIRE_THROWS_WITH(shards::convert_imagenet((dir.path() / "in").string(), "", options),
+                          Catch::Contains(c.message) && Catch::Contains(named));
+      // a failed conversion leaves nothing that looks like a dataset
+      REQUIRE_FALSE(fs::exists(dir.path() / "out" / kManifestName));
+      REQUIRE_THROWS_AS(Manifest::read(options.output), IoError);
+
+      options.skip_bad = true;
+      options.overwrite = true;
+      const Manifest m = shards::convert_imagenet((dir.path() / "in").string(), "", options);
+      const Manifest back = Manifest::read(options.output);
+      const SplitInfo& train = back.split("train");
+      REQUIRE(train.skipped.size() == 1);
+      REQUIRE(train.skipped[0].path == named);
+      REQUIRE(train.skipped[0].reason.find(c.message) != std::string::npos);
+      const bool lost_image = c.name == "corrupt JPEG" || c.name == "truncated JPEG";
+      REQUIRE(train.count == (lost_image ? 11 : 12));
+      REQUIRE(back.split("val").count == 6);
+      (void)m;
+    }
+  }
+}
+
+TEST_CASE("convert imagenet: unreadable directory (needs a non-root user)", "[convert][bad]") {
+  if (::geteuid() == 0) {
+    // root reads any directory regardless of mode bits; the link-loop case above covers the path.
+    SUCCEED("running as root: mode 000 does not stop root");
+    return;
+  }
+  testing::TempDir dir("bad");
+  make_tree(dir.path() / "in", false);
+  const fs::path locked = dir.path() / "in" / "train" / "n02000000";
+  fs::permissions(locked, fs::perms::none);
+  auto options = quiet_options(dir.path() / "out");
+  REQUIRE_THROWS_WITH(shards::convert_imagenet((dir.path() / "in").string(), "", options),
+                      Catch::Contains("cannot read directory") && Catch::Contains(locked.string()));
+  options.skip_bad = options.overwrite = true;
+  shards::convert_imagenet((dir.path() / "in").string(), "", options);
+  REQUIRE(Manifest::read(options.output).split("train").count == 8);
+  fs::permissions(locked, fs::perms::owner_all);
+}
+
+TEST_CASE("convert: an existing dataset is kept unless --overwrite", "[convert]") {
+  testing::TempDir dir("overwrite");
+  shards::SyntheticOptions s;
+  s.train = 20;
+  s.val = 5;
+  s.height = s.width = 16;
+  auto options = quiet_options(dir.path() / "out");
+  shards::convert_synthetic(s, options);
+  REQUIRE_THROWS_WITH(shards::convert_synthetic(s, options), Catch::Contains("not empty") && Catch::Contains("--overwrite"));
+  REQUIRE(Manifest::read(options.output).split("train").count == 20);
+  options.overwrite = true;
+  s.train = 12;
+  shards::convert_synthetic(s, options);
+  const Manifest m = Manifest::read(options.output);
+  REQUIRE(m.split("train").count == 12);
+  // no stale shard from the first run is left behind
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir.path() / "out" / "train")) files += f.path().extension() == ".h5";
+  REQUIRE(files == static_cast<int>(m.split("train").shards.size()));
+}
+
+TEST_CASE("convert fashion-mnist: the Debian package's files as raw shards", "[convert]") {
+  const std::string source = "/usr/share/datasets/fashion-mnist";
+  REQUIRE(fs::exists(source + "/train-images-idx3-ubyte.gz"));  // installed by tools/bootstrap
+  testing::TempDir dir("fmnist");
+  auto options = quiet_options(dir.path() / "out");
+  options.shard_images = 0;
+  options.shard_mb = 16;
+  const Manifest m = shards::convert_fashion_mnist(source, options);
+  REQUIRE(m.kind == ImageKind::raw);
+  REQUIRE(m.height == 28);
+  REQUIRE(m.channels == 1);
+  REQUIRE(m.classes.size() == 10);
+  REQUIRE(m.split("train").count == 60000);
+  REQUIRE(m.split("val").count == 10000);
+  REQUIRE(m.split("train").shards.size() == 3);  // 16 MB of 784-byte images: 20408 per shard
+  REQUIRE(m.mean[0] == Approx(0.2860).margin(0.001));  // the published Fashion-MNIST statistics
+  REQUIRE(m.std[0] == Approx(0.3530).margin(0.001));
+  SplitReader train(options.output, Manifest::read(options.output), "train");
+  REQUIRE(train.label(0) == 9);  // the first training image is an ankle boot
+  REQUIRE(train.label(1) == 0);
+
+  // a truncated idx file is a clear error naming it
+  testing::TempDir broken("fmnist-bad");
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    fs::copy_file(source + "/" + f, broken.path() / f);
+  fs::resize_file(broken.path() / "t10k-images-idx3-ubyte.gz", 5000);
+  options.output = (broken.path() / "out").string();
+  REQUIRE_THROWS_WITH(shards::convert_fashion_mnist(broken.str(), options),
+                      Catch::Contains("truncated") && Catch::Contains("t10k-images"));
+}
+
+TEST_CASE("convert synthetic: raw and JPEG kinds hold their counts and sizes", "[convert]") {
+  testing::TempDir dir("synthetic");
+  shards::SyntheticOptions s;
+  s.classes = 4;
+  s.train = 30;
+  s.val = 8;
+  s.height = 12;
+  s.width = 10;
+  s.kind = ImageKind::raw;
+  auto options = quiet_options(dir.path() / "raw");
+  const Manifest raw = shards::convert_synthetic(s, options);
+  REQUIRE(raw.height == 12);
+  REQUIRE(raw.width == 10);
+  REQUIRE(raw.split("train").count == 30);
+  SplitReader reader(options.output, Manifest::read(options.output), "train");
+  REQUIRE(reader.shards()[0].sample_size(0) == 12 * 10 * 3);
+  s.kind = ImageKind::jpeg;
+  s.size_jitter = 0.5f;
+  options.output = (dir.path() / "jpeg").string();
+  shards::convert_synthetic(s, options);
+  REQUIRE(shards::verify_dataset(options.output, 1) == 38);
+  s.size_jitter = 1.5f;
+  options.output = (dir.path() / "bad").string();
+  REQUIRE_THROWS_AS(shards::convert_synthetic(s, options), OptionError);
+}

@@ -1,0 +1,48 @@
+"""Shared helpers of the end-to-end tests: paths, running nostrum-train under mpirun, a small real
+Fashion-MNIST dataset made once per build directory."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def build_dir():
+    return os.environ["NOSTRUM_BUILD_DIR"]
+
+
+def train_binary():
+    return os.path.join(build_dir(), "src", "train", "nostrum-train")
+
+
+def shards_binary():
+    return os.path.join(build_dir(), "tools", "shards", "nostrum-shards")
+
+
+def mpirun(ranks, args, timeout=600):
+    cmd = [os.path.join(ROOT, "tools", "mpirun"), "-n", str(ranks), train_binary()] + args
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n", flush=True)
+    return proc
+
+
+def fmnist_subset(train=4000, test=1000):
+    """A dataset of the first `train` / `test` images of the Debian package (made once)."""
+    out = os.path.join(build_dir(), "e2e-data", f"fmnist-{train}-{test}")
+    if os.path.exists(os.path.join(out, "manifest.txt")):
+        return out
+    idx = out + "-idx"
+    subprocess.run([sys.executable, os.path.join(HERE, "make_fmnist_subset.py"), idx, str(train),
+                    str(test)], check=True)
+    subprocess.run([shards_binary(), "fashion-mnist", "-i", idx, "-o", out, "--overwrite", "-q"],
+                   check=True)
+    return out
+
+
+def check(condition, message):
+    if not condition:
+        print("FAILED: " + message, flush=True)
+        sys.exit(1)
+    print("ok: " + message, flush=True)

@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""nostrum-train's bad input: clear errors naming the option, the file or the tensor, non-zero exit,
+for unknown and invalid options, a missing dataset, and weights whose classes do not match the data."""
+import os
+import subprocess
+import tempfile
+
+from e2e_common import ROOT, build_dir, check, fmnist_subset, mpirun, train_binary
+
+
+def run_plain(args):
+    proc = subprocess.run([train_binary()] + args, capture_output=True, text=True, timeout=300)
+    print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+    return proc
+
+
+def main():
+    p = run_plain(["--data", "/nonexistent", "--frobnicate", "3"])
+    check(p.returncode != 0 and "frobnicate" in p.stderr, "unknown option is rejected by name")
+
+    p = run_plain(["--data", "/nonexistent", "--optimizer", "adam"])
+    check(p.returncode != 0 and "--optimizer" in p.stderr and "sgd, lars" in p.stderr,
+          "invalid choice names the option and the valid choices")
+
+    p = run_plain(["--data", "/nonexistent", "--model", "resnet9"])
+    check(p.returncode != 0 and "--model" in p.stderr and "resnet50" in p.stderr,
+          "unknown model lists the valid models")
+
+    p = run_plain(["--data", "/nonexistent", "--batch-size", "0"])
+    check(p.returncode != 0 and "--batch-size" in p.stderr, "non-positive batch size is rejected")
+
+    p = run_plain(["--model", "resnet8"])
+    check(p.returncode != 0 and "data" in p.stderr, "missing --data is reported")
+
+    with tempfile.TemporaryDirectory() as work:
+        config = os.path.join(work, "bad.ini")
+        open(config, "w").write("epochs = 3\nlearning-rate = 0.1\n")
+        p = run_plain(["--data", "/nonexistent", "--config", config])
+        check(p.returncode != 0 and "learning-rate" in p.stderr, "unknown key in a config file is rejected")
+
+    p = run_plain(["--data", "/nonexistent/fmnist"])
+    check(p.returncode != 0 and "/nonexistent/fmnist" in p.stderr, "missing dataset names the path")
+
+    p = run_plain(["--help"])
+    check(p.returncode == 0 and "Optimisation" in p.stdout and "Parallelism" in p.stdout,
+          "--help is grouped by topic")
+
+    # Weights of a 1000-class model cannot start a 10-class run: the error names the tensor.
+    data = fmnist_subset(4000, 1000)
+    weights = os.path.join(build_dir(), "e2e-data", "resnet8-1000-classes.h5")
+    conv = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "weights", "torch_to_h5.py"),
+                           "--init-seed", "1", "--model", "resnet8", "--num-classes", "1000",
+                           "--in-channels", "1", weights], capture_output=True, text=True)
+    print(conv.stdout, conv.stderr)
+    check(conv.returncode == 0, "made a 1000-class weights file")
+    p = mpirun(2, ["--data", data, "--model", "resnet8", "--init-weights", weights,
+                   "--epochs", "1", "--quiet"])
+    check(p.returncode != 0 and "fc.weight" in p.stderr, "class mismatch names fc.weight")
+
+
+if __name__ == "__main__":
+    main()
