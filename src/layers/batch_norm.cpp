@@ -1,8 +1,8 @@
-// BatchNorm2d kernels over (rows, C) NHWC data. Statistics: 64 fixed row chunks, each summing its
-// rows in fp32 over 16-row blocks flushed into double accumulators, chunks combined in a fixed order
-// (deterministic for any thread count). The row kernels are compiled for AVX-512, AVX2 and the
-// baseline, picked at run time.
+// BatchNorm2d kernels over (rows, C) NHWC data: chunked double-precision partial sums combined in a
+// fixed chunk order (deterministic for any thread count), then one elementwise pass.
 #include "nostrum/layers/batch_norm.hpp"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,110 +10,130 @@
 
 #include "nostrum/core/error.hpp"
 
-#define NOSTRUM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 namespace nostrum::layers {
 
 namespace {
 
-constexpr int64_t kChunks = 64;    // partial sums per chunk: same order for any thread count
-constexpr int64_t kFlushRows = 16; // fp32 accumulation over at most this many rows
+// Fixed number of row chunks: partial sums are per chunk, so the summation order is the same for
+// any thread count.
+constexpr int64_t kChunks = 64;
 
 int64_t chunk_count(int64_t rows) { return std::max<int64_t>(1, std::min(kChunks, rows)); }
 
-// acc (C) += sum over rows of x (rows,C); f (C) is fp32 scratch.
-NOSTRUM_CLONES void sum_rows(double* acc, float* f, const float* x, int64_t rows, int C) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kFlushRows) {
-    const int64_t r1 = std::min(rows, r0 + kFlushRows);
-    for (int c = 0; c < C; ++c) f[c] = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int c = 0; c < C; ++c) f[c] += x[r * C + c];
-    for (int c = 0; c < C; ++c) acc[c] += f[c];
-  }
-}
-
-// acc (C) += sum over rows of (x - mean)^2.
-NOSTRUM_CLONES void sum_sq_dev_rows(double* acc, float* f, const float* x, const float* mean,
-                                    int64_t rows, int C) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kFlushRows) {
-    const int64_t r1 = std::min(rows, r0 + kFlushRows);
-    for (int c = 0; c < C; ++c) f[c] = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int c = 0; c < C; ++c) {
-        const float d = x[r * C + c] - mean[c];
-        f[c] += d * d;
-      }
-    for (int c = 0; c < C; ++c) acc[c] += f[c];
-  }
-}
-
-// y = (x - mean) * scale + beta, optionally ReLU.
-template <bool kRelu>
-NOSTRUM_CLONES void normalize_rows(float* y, const float* x, const float* mean, const float* scale,
-                                   const float* beta, int64_t rows, int C) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int c = 0; c < C; ++c) {
-      const float v = (x[r * C + c] - mean[c]) * scale[c] + beta[c];
-      y[r * C + c] = kRelu ? std::max(v, 0.0f) : v;
-    }
-}
-
-// sum_dy (C) += sum g, sum_dyx (C) += sum g * (x - mean), g = dy masked by y > 0 when kRelu.
-template <bool kRelu>
-NOSTRUM_CLONES void grad_sums_rows(double* sum_dy, double* sum_dyx, float* f, const float* dy,
-                                   const float* x, const float* y, const float* mean, int64_t rows,
-                                   int C) {
-  float* fa = f;
-  float* fb = f + C;
-  for (int64_t r0 = 0; r0 < rows; r0 += kFlushRows) {
-    const int64_t r1 = std::min(rows, r0 + kFlushRows);
-    for (int c = 0; c < C; ++c) fa[c] = fb[c] = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int c = 0; c < C; ++c) {
-        const float g = (!kRelu || y[r * C + c] > 0.0f) ? dy[r * C + c] : 0.0f;
-        fa[c] += g;
-        fb[c] += g * (x[r * C + c] - mean[c]);
-      }
-    for (int c = 0; c < C; ++c) {
-      sum_dy[c] += fa[c];
-      sum_dyx[c] += fb[c];
-    }
-  }
-}
-
-// dx = ca * g - ck * (x - mean) + cb (g as above); dx may alias dy.
-template <bool kRelu>
-NOSTRUM_CLONES void grad_input_rows(float* dx, const float* dy, const float* x, const float* y,
-                                    const float* mean, const float* ca, const float* ck,
-                                    const float* cb, int64_t rows, int C) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int c = 0; c < C; ++c) {
-      const float g = (!kRelu || y[r * C + c] > 0.0f) ? dy[r * C + c] : 0.0f;
-      dx[r * C + c] = ca[c] * g - ck[c] * (x[r * C + c] - mean[c]) + cb[c];
-    }
-}
-
-// Scratch layout (doubles): partial A (kChunks,C) | partial B (kChunks,C) | fp32 area (kChunks,2C
-// floats = kChunks*C doubles) | totals (2C+1) | per-channel float coefficients (4C floats = 2C).
-struct Scratch {
-  double* partial_a;
-  double* partial_b;
-  float* f32;
-  double* total;
-  float* coef;
-  Scratch(double* s, int C)
-      : partial_a(s),
-        partial_b(s + kChunks * C),
-        f32(reinterpret_cast<float*>(s + 2 * kChunks * C)),
-        total(s + 3 * kChunks * C),
-        coef(reinterpret_cast<float*>(s + 3 * kChunks * C + 2 * C + 1)) {}
-};
-
-// Row range of chunk k.
-void chunk_rows(int64_t rows, int64_t chunks, int64_t k, int64_t* r0, int64_t* r1) {
+// partial (chunks, C) doubles; per chunk, rows_fn(acc, first_row, row_count) sums its rows into acc.
+// total (C) = the chunks' sums added in chunk order.
+template <typename RowsFn>
+void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, RowsFn rows_fn) {
+  const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
-  *r0 = std::min(rows, k * per);
-  *r1 = std::min(rows, (k + 1) * per);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double* acc = partial + k * C;
+    for (int c = 0; c < C; ++c) acc[c] = 0.0;
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    if (r1 > r0) rows_fn(acc, r0, r1 - r0);
+  }
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < C; ++c) {
+    double s = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
+    total[c] = s;
+  }
+}
+
+// Row kernels, vectorised across channels (each lane one channel, rows summed in order, so every
+// ISA gives the same bits); cloned per ISA and picked at load time (no -march=native).
+#define NOSTRUM_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// acc (C) += sum over rows of x (rows, C).
+NOSTRUM_BN_CLONES void sum_rows(double* __restrict acc, const float* __restrict x, int64_t rows,
+                                int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) acc[c] += x[c];
+}
+
+// acc (C) += sum over rows of (x - mean)^2, in double.
+NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const float* __restrict x,
+                                              const float* __restrict mean, int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) {
+      const double d = static_cast<double>(x[c]) - mean[c];
+      acc[c] += d * d;
+    }
+}
+
+// acc (C) += sum over rows of (x - mean)^2 around a double mean (C).
+NOSTRUM_BN_CLONES void squared_deviation_rows_from(double* __restrict acc,
+                                                   const float* __restrict x,
+                                                   const double* __restrict mean, int64_t rows,
+                                                   int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) {
+      const double d = static_cast<double>(x[c]) - mean[c];
+      acc[c] += d * d;
+    }
+}
+
+// y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each.
+NOSTRUM_BN_CLONES void normalize_rows(float* __restrict y, const float* __restrict x,
+                                      const float* __restrict z, const float* __restrict mean,
+                                      const float* __restrict invstd, const float* __restrict gamma,
+                                      const float* __restrict beta, int64_t rows, int C,
+                                      bool relu) {
+  for (int64_t r = 0; r < rows; ++r, x += C, y += C) {
+    if (z) {
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c] + z[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
+      z += C;
+    } else {
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
+    }
+  }
+}
+
+// a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given.
+NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restrict b,
+                                         const float* __restrict dy, const float* __restrict x,
+                                         const float* __restrict y, const float* __restrict mean,
+                                         int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, dy += C, x += C) {
+    if (y) {
+      for (int c = 0; c < C; ++c) {
+        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        a[c] += g;
+        b[c] += static_cast<double>(g) * (static_cast<double>(x[c]) - mean[c]);
+      }
+      y += C;
+    } else {
+      for (int c = 0; c < C; ++c) {
+        a[c] += dy[c];
+        b[c] += static_cast<double>(dy[c]) * (static_cast<double>(x[c]) - mean[c]);
+      }
+    }
+  }
+}
+
+// dx = ca * g - ck * (x - mean) + cb, g = dy masked by y > 0 when y is given; dx may alias dy.
+NOSTRUM_BN_CLONES void backward_apply_rows(float* dx, const float* dy, const float* __restrict x,
+                                           const float* __restrict y, const float* __restrict mean,
+                                           const float* __restrict ca, const float* __restrict ck,
+                                           const float* __restrict cb, int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, dx += C, dy += C, x += C) {
+    if (y) {
+      for (int c = 0; c < C; ++c) {
+        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        dx[c] = ca[c] * g - ck[c] * (x[c] - mean[c]) + cb[c];
+      }
+      y += C;
+    } else {
+      for (int c = 0; c < C; ++c) dx[c] = ca[c] * dy[c] - ck[c] * (x[c] - mean[c]) + cb[c];
+    }
+  }
 }
 
 void check_rows(double count, int C) {
@@ -127,69 +147,102 @@ void check_rows(double count, int C) {
 }  // namespace
 
 size_t batch_norm_scratch_doubles(int C) {
-  return static_cast<size_t>(kChunks) * C * 3 + 2 * static_cast<size_t>(C) + 1 +
-         2 * static_cast<size_t>(C);
+  // partial sums for two quantities (kChunks, C) each, plus totals (2C + 1, with the count).
+  return static_cast<size_t>(kChunks) * C * 2 + 2 * static_cast<size_t>(C) + 1;
 }
 
 void batch_norm_forward_training(float* out, float* save_mean, float* save_invstd,
                                  float* running_mean, float* running_var, const float* in,
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch) {
-  Scratch s(scratch, C);
-  const int64_t chunks = chunk_count(rows);
-  // Pass 1: the mean (global over the reducer's group; the row count is summed too).
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    int64_t r0, r1;
-    chunk_rows(rows, chunks, k, &r0, &r1);
-    double* acc = s.partial_a + k * C;
-    std::fill(acc, acc + C, 0.0);
-    sum_rows(acc, s.f32 + k * 2 * C, in + r0 * C, r1 - r0, C);
+  double* partial = scratch;                       // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;       // (C + 1): sums, then the count
+  if (!options.reducer) {
+    // One read of the input for both statistics: each chunk's mean and squared deviations from it
+    // (two passes over a chunk that is still in cache), combined in chunk order with Chan et al.'s
+    // pairwise update. Numerically safe like the two global passes, fixed order, one region.
+    check_rows(static_cast<double>(rows), C);
+    double* chunk_mean = partial;                  // (kChunks, C)
+    double* chunk_m2 = partial + kChunks * C;      // (kChunks, C)
+    const int64_t chunks = chunk_count(rows);
+    const int64_t per = (rows + chunks - 1) / chunks;
+    const double count = static_cast<double>(rows);
+    const double m = options.momentum;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < chunks; ++k) {
+        double* mean = chunk_mean + k * C;
+        double* m2 = chunk_m2 + k * C;
+        for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
+        const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+        if (r1 > r0) {
+          sum_rows(mean, in + r0 * C, r1 - r0, C);
+          for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
+          squared_deviation_rows_from(m2, in + r0 * C, mean, r1 - r0, C);
+        }
+      }
+#pragma omp for schedule(static)
+      for (int c = 0; c < C; ++c) {
+        double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
+        for (int64_t k = 0; k < chunks; ++k) {
+          const double n_b = static_cast<double>(std::min(rows, (k + 1) * per) -
+                                                 std::min(rows, k * per));
+          if (n_b <= 0.0) continue;
+          const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
+          mean_a += delta * (n_b / n_ab);
+          m2_a += chunk_m2[k * C + c] + delta * delta * (n_a * n_b / n_ab);
+          n_a = n_ab;
+        }
+        const double var = m2_a / count;
+        save_mean[c] = static_cast<float>(mean_a);
+        save_invstd[c] = static_cast<float>(1.0 / std::sqrt(var + options.eps));
+        running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
+        running_var[c] =
+            static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
+      }
+      // Pass 2: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+      if (r1 > r0)
+        normalize_rows(out + r0 * C, in + r0 * C,
+                       options.residual ? options.residual + r0 * C : nullptr, save_mean,
+                       save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
+    }
+    return;
   }
-  for (int c = 0; c < C; ++c) {
-    double t = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) t += s.partial_a[k * C + c];
-    s.total[c] = t;
-  }
-  s.total[C] = static_cast<double>(rows);
-  if (options.reducer) options.reducer->sum(s.total, C + 1);
-  const double count = s.total[C];
+  // With a reducer (sync-BN) the statistics are global sums: two passes around the global mean.
+  // Pass 1: the mean (global over the reducer's group).
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    sum_rows(acc, in + r * C, count, C);
+  });
+  total[C] = static_cast<double>(rows);
+  if (options.reducer) options.reducer->sum(total, C + 1);
+  const double count = total[C];
   check_rows(count, C);
-  for (int c = 0; c < C; ++c) save_mean[c] = static_cast<float>(s.total[c] / count);
+  for (int c = 0; c < C; ++c) save_mean[c] = static_cast<float>(total[c] / count);
   // Pass 2: the sum of squared deviations from that mean.
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    int64_t r0, r1;
-    chunk_rows(rows, chunks, k, &r0, &r1);
-    double* acc = s.partial_a + k * C;
-    std::fill(acc, acc + C, 0.0);
-    sum_sq_dev_rows(acc, s.f32 + k * 2 * C, in + r0 * C, save_mean, r1 - r0, C);
-  }
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    squared_deviation_rows(acc, in + r * C, save_mean, count, C);
+  });
+  if (options.reducer) options.reducer->sum(total, C);
   for (int c = 0; c < C; ++c) {
-    double t = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) t += s.partial_a[k * C + c];
-    s.total[c] = t;
-  }
-  if (options.reducer) options.reducer->sum(s.total, C);
-  float* scale = s.coef;
-  for (int c = 0; c < C; ++c) {
-    const double var = s.total[c] / count;
+    const double var = total[c] / count;
     const double invstd = 1.0 / std::sqrt(var + options.eps);
     save_invstd[c] = static_cast<float>(invstd);
-    scale[c] = static_cast<float>(invstd * gamma[c]);
     const double m = options.momentum;
     running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
     running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
   }
-  // Pass 3: out = (x - mean) * invstd * gamma + beta, optionally ReLU.
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    int64_t r0, r1;
-    chunk_rows(rows, chunks, k, &r0, &r1);
-    if (options.fuse_relu)
-      normalize_rows<true>(out + r0 * C, in + r0 * C, save_mean, scale, beta, r1 - r0, C);
-    else
-      normalize_rows<false>(out + r0 * C, in + r0 * C, save_mean, scale, beta, r1 - r0, C);
+  // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
+  const float* residual = options.residual;
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r1 > r0)
+      normalize_rows(out + r0 * C, in + r0 * C, residual ? residual + r0 * C : nullptr, save_mean,
+                     save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }
 
@@ -203,9 +256,11 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in + r * C;
     float* y = out + r * C;
+    const float* z = options.residual ? options.residual + r * C : nullptr;
     for (int c = 0; c < C; ++c) {
       const float invstd = 1.0f / std::sqrt(running_var[c] + eps);
       float v = (x[c] - running_mean[c]) * (invstd * gamma[c]) + beta[c];
+      if (z) v = v + z[c];
       y[c] = relu ? std::max(v, 0.0f) : v;
     }
   }
@@ -215,60 +270,57 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch) {
-  Scratch s(scratch, C);
   const bool relu = options.fuse_relu;
+  double* partial_dy = scratch;                    // (kChunks, C)
+  double* partial_dyx = scratch + kChunks * C;     // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;       // (2C + 1): sum dy, sum dy*(x-mean), count
   const int64_t chunks = chunk_count(rows);
+  const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
-    int64_t r0, r1;
-    chunk_rows(rows, chunks, k, &r0, &r1);
-    double* a = s.partial_a + k * C;
-    double* b = s.partial_b + k * C;
-    std::fill(a, a + C, 0.0);
-    std::fill(b, b + C, 0.0);
-    float* f = s.f32 + k * 2 * C;
-    if (relu)
-      grad_sums_rows<true>(a, b, f, d_out + r0 * C, in + r0 * C, out + r0 * C, save_mean, r1 - r0, C);
-    else
-      grad_sums_rows<false>(a, b, f, d_out + r0 * C, in + r0 * C, nullptr, save_mean, r1 - r0, C);
+    double* a = partial_dy + k * C;
+    double* b = partial_dyx + k * C;
+    for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    if (r1 > r0)
+      backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
+                        save_mean, r1 - r0, C);
   }
-  double* total = s.total;  // sum dy (C) | sum dy*(x-mean) (C) | count
+#pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
-    double sa = 0.0, sb = 0.0;
+    double s = 0.0, t = 0.0;
     for (int64_t k = 0; k < chunks; ++k) {
-      sa += s.partial_a[k * C + c];
-      sb += s.partial_b[k * C + c];
+      s += partial_dy[k * C + c];
+      t += partial_dyx[k * C + c];
     }
-    total[c] = sa;
-    total[C + c] = sb;
-    d_beta[c] = static_cast<float>(sa);
-    d_gamma[c] = static_cast<float>(sb * save_invstd[c]);
+    total[c] = s;
+    total[C + c] = t;
+    d_beta[c] = static_cast<float>(s);
+    d_gamma[c] = static_cast<float>(t * save_invstd[c]);
   }
   total[2 * C] = static_cast<double>(rows);
   if (options.reducer) options.reducer->sum(total, 2 * C + 1);
   const double count = total[2 * C];
-  // d_in = gamma*invstd * (g - mean(g) - (x-mean) * invstd^2 * mean(g*(x-mean))), per channel
-  // ca = gamma*invstd, ck = ca*invstd^2*mean(g*(x-mean)), cb = -ca*mean(g).
-  float* ca = s.coef;
-  float* ck = s.coef + C;
-  float* cb = s.coef + 2 * C;
+  // d_in = gamma*invstd * (dy - mean(dy) - (x-mean) * invstd^2 * mean(dy*(x-mean))), per channel
+  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as floats.
+  float* coef = reinterpret_cast<float*>(partial_dy);  // (3, C) floats
   for (int c = 0; c < C; ++c) {
     const double invstd = save_invstd[c];
     const double a = static_cast<double>(gamma[c]) * invstd;
-    ca[c] = static_cast<float>(a);
-    ck[c] = static_cast<float>(a * invstd * invstd * total[C + c] / count);
-    cb[c] = static_cast<float>(-a * total[c] / count);
+    coef[c] = static_cast<float>(a);
+    coef[C + c] = static_cast<float>(a * invstd * invstd * total[C + c] / count);
+    coef[2 * C + c] = static_cast<float>(-a * total[c] / count);
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    int64_t r0, r1;
-    chunk_rows(rows, chunks, k, &r0, &r1);
-    if (relu)
-      grad_input_rows<true>(d_in + r0 * C, d_out + r0 * C, in + r0 * C, out + r0 * C, save_mean,
-                            ca, ck, cb, r1 - r0, C);
-    else
-      grad_input_rows<false>(d_in + r0 * C, d_out + r0 * C, in + r0 * C, nullptr, save_mean, ca,
-                             ck, cb, r1 - r0, C);
+  const float* ca = coef;
+  const float* ck = coef + C;
+  const float* cb = coef + 2 * C;
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r1 > r0)
+      backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
+                          relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
   }
 }
 

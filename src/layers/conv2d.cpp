@@ -278,9 +278,11 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     packed = scratch;
   }
   const ConvThreading mode = choose(plan, Pass::kBackwardData, threads, options.threading);
+  const bool accumulate = options.accumulate_d_in;  // d_in += rather than =: no zero-fill at all
+  const float beta = accumulate ? 1.0f : 0.0f;
   if (plan.direct) {
     if (mode == ConvThreading::kSharedGemm) {
-      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), 0.0f,
+      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), beta,
            d_in, int(L));
       return;
     }
@@ -290,7 +292,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     for (int64_t i = 0; i < tiles; ++i) {
       const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
       gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
-           0.0f, d_in + r0 * L, int(L));
+           beta, d_in + r0 * L, int(L));
     }
     return;
   }
@@ -298,7 +300,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
   const int64_t pixels_per_image = int64_t(g.H) * g.W * g.C;
   const int64_t rows_per_image = int64_t(plan.shape.P) * plan.shape.Q;
   if (mode == ConvThreading::kSharedGemm) {
-    zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
+    if (!accumulate) zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
       gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
@@ -319,8 +321,9 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; ++u) {
       const int64_t n0 = u * images_per_unit, n1 = std::min<int64_t>(g.N, n0 + images_per_unit);
-      std::memset(d_in + n0 * pixels_per_image, 0,
-                  size_t((n1 - n0) * pixels_per_image) * sizeof(float));
+      if (!accumulate)
+        std::memset(d_in + n0 * pixels_per_image, 0,
+                    size_t((n1 - n0) * pixels_per_image) * sizeof(float));
       const int64_t end = n1 * rows_per_image;
       for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);

@@ -1,6 +1,6 @@
 // ResNet model: shape inference and arena layout (build), torchvision init, forward with batch or
-// running statistics, loss, and backward in reverse state_dict order so the gradient-ready
-// watermark only decreases (a block's downsample branch before its main path).
+// running statistics, loss, and backward in reverse state_dict order so the gradient-ready watermark
+// only decreases (a block's downsample branch before its main path).
 #include "nostrum/model/model.hpp"
 
 #include <omp.h>
@@ -54,8 +54,7 @@ uint64_t splitmix64(uint64_t x) {
 
 // Uniform in (0, 1) from a counter: element i of stream `key` (thread-count independent).
 double uniform01(uint64_t key, uint64_t i) {
-  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) *
-         (1.0 / 9007199254740992.0);
+  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 }  // namespace
@@ -145,25 +144,19 @@ void Model::build(int max_batch, int height, int width) {
     const int planes = w0 << stage;
     for (int b = 0; b < spec_.blocks[stage]; ++b) {
       const int stride = (stage > 0 && b == 0) ? 2 : 1;
-      const std::string prefix =
-          "layer" + std::to_string(stage + 1) + "." + std::to_string(b) + ".";
+      const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b) + ".";
       Block block;
       block.add_name = prefix + "add";
       block.in_per_image = int64_t(H) * W * in_planes;
       if (spec_.bottleneck) {
-        block.path.push_back(
-            make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 1, 1, 0, H, W, true));
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3,
-                                          stride, 1, H, W, true));
+        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 1, 1, 0, H, W, true));
+        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, stride, 1, H, W, true));
         const auto& c2 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv3", prefix + "bn3", planes, planes * 4, 1,
-                                          1, 0, c2.P(), c2.Q(), false));
+        block.path.push_back(make_conv_bn(prefix + "conv3", prefix + "bn3", planes, planes * 4, 1, 1, 0, c2.P(), c2.Q(), false));
       } else {
-        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 3,
-                                          stride, 1, H, W, true));
+        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 3, stride, 1, H, W, true));
         const auto& c1 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, 1, 1,
-                                          c1.P(), c1.Q(), false));
+        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, 1, 1, c1.P(), c1.Q(), false));
       }
       m.last_gammas.push_back(block.path.back().gamma);
       if (stride != 1 || in_planes != planes * expansion) {
@@ -237,10 +230,7 @@ void Model::build(int max_batch, int height, int width) {
     for (auto& g : m.grad) g = take(N * max_per_image);
   };
   size_t activation_floats = 0;
-  walk([&](size_t n) -> float* {
-    activation_floats += Arena::padded(n);
-    return nullptr;
-  });
+  walk([&](size_t n) -> float* { activation_floats += Arena::padded(n); return nullptr; });
   activations_ = Arena(activation_floats, spec_.name + " activations");
   walk([&](size_t n) { return activations_.take(n, "activations"); });
   scratch_ = Arena(scratch_floats, spec_.name + " conv scratch");
@@ -254,6 +244,23 @@ void Model::build(int max_batch, int height, int width) {
   }
 }
 
+double Model::layer_flops_per_image(const std::string& layer) const {
+  const Impl& m = *impl_;
+  auto conv_flops = [](const ConvBn& cb) {
+    layers::ConvGeometry one = cb.g;
+    one.N = 1;
+    return one.forward_flops();
+  };
+  if (layer == m.stem.conv_name) return conv_flops(m.stem);
+  for (const auto& b : m.blocks) {
+    for (const auto& cb : b.path)
+      if (layer == cb.conv_name) return conv_flops(cb);
+    if (b.has_down && layer == b.down.conv_name) return conv_flops(b.down);
+  }
+  if (layer == m.fc_name) return 2.0 * m.fc_in * m.fc_out;
+  return 0.0;
+}
+
 const Parameter& Model::parameter(const std::string& name) const {
   for (const auto& p : table_)
     if (p.name == name) return p;
@@ -265,12 +272,8 @@ size_t Model::activation_bytes() const {
          impl_->bn_scratch.size() * sizeof(double) + impl_->argmax.size() * sizeof(int32_t);
 }
 
-void Model::set_norm_reducer(Reducer* reducer) {
-  reducer_ = reducer;
-}
-void Model::set_observer(LayerObserver* observer) {
-  observer_ = observer;
-}
+void Model::set_norm_reducer(Reducer* reducer) { reducer_ = reducer; }
+void Model::set_observer(LayerObserver* observer) { observer_ = observer; }
 
 void Model::init(uint64_t seed) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "init before build", "model " + spec_.name);
@@ -292,19 +295,16 @@ void Model::init(uint64_t seed) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         const double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
-        v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
-                                  std::cos(6.283185307179586 * u2));
+        v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
       }
     } else if (index == m.fc_weight || index == m.fc_bias) {
       // PyTorch's nn.Linear default: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias
       const double bound = 1.0 / std::sqrt(static_cast<double>(m.fc_in));
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
     } else {
       float value = 0.0f;  // beta, running_mean, num_batches_tracked
-      if (p.kind == ParameterKind::kNormScale)
-        value = (spec_.zero_init_residual && is_last_gamma) ? 0.0f : 1.0f;
+      if (p.kind == ParameterKind::kNormScale) value = (spec_.zero_init_residual && is_last_gamma) ? 0.0f : 1.0f;
       if (ends_with(".running_var")) value = 1.0f;
       std::fill(v, v + n, value);
     }
@@ -313,10 +313,9 @@ void Model::init(uint64_t seed) {
 
 const float* Model::forward(const float* images, int n, bool training) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "forward before build", "model " + spec_.name);
-  NOSTRUM_CHECK(
-      n >= 1 && n <= max_batch_, ShapeError,
-      "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
-      "model " + spec_.name);
+  NOSTRUM_CHECK(n >= 1 && n <= max_batch_, ShapeError,
+                "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
+                "model " + spec_.name);
   Impl& m = *impl_;
   m.input = images;
   batch_ = n;
@@ -331,21 +330,24 @@ const float* Model::forward(const float* images, int n, bool training) {
     fn();
     observer_->on_layer(name, Phase::kForward, t0, omp_get_wtime());
   };
-  auto run = [&](ConvBn& cb, const float* in) {
+  // conv + BN (+ReLU); with a residual, the block's shortcut add and ReLU join the BN's pass.
+  auto run = [&](ConvBn& cb, const float* in, const float* residual = nullptr) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
-    timed(cb.conv_name,
-          [&] { layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch); });
+    timed(cb.conv_name, [&] {
+      layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
+    });
     layers::BatchNormOptions o;
-    o.fuse_relu = cb.relu;
+    o.fuse_relu = cb.relu || residual != nullptr;
+    o.residual = residual;
     o.reducer = reducer_;
     const int64_t rows = int64_t(n) * g.P() * g.Q();
     timed(cb.bn_name, [&] {
       if (training) {
         layers::batch_norm_forward_training(
             cb.a, cb.save_mean, cb.save_invstd, table_[cb.running_mean].value,
-            table_[cb.running_var].value, cb.c, table_[cb.gamma].value, table_[cb.beta].value, rows,
-            g.K, o, m.bn_scratch.data());
+            table_[cb.running_var].value, cb.c, table_[cb.gamma].value, table_[cb.beta].value,
+            rows, g.K, o, m.bn_scratch.data());
         table_[cb.batches].value[0] += 1.0f;
       } else {
         layers::batch_norm_forward_inference(cb.a, cb.c, table_[cb.gamma].value,
@@ -361,24 +363,21 @@ const float* Model::forward(const float* images, int n, bool training) {
     timed(m.pool_name, [&] { layers::max_pool_forward(m.pool_out, m.argmax.data(), m.stem.a, g); });
   }
   for (auto& b : m.blocks) {
-    const float* h = b.in;
-    for (auto& cb : b.path) {
-      run(cb, h);
-      h = cb.a;
-    }
+    // The shortcut first, so that the last BN of the path can add it (and apply the ReLU) in its
+    // own pass: out = relu(bn3(conv3) + shortcut), bit-identical to BN, then add + ReLU.
     const float* shortcut = b.in;
     if (b.has_down) {
       run(b.down, b.in);
       shortcut = b.down.a;
     }
-    timed(b.add_name, [&] {
-      layers::residual_add_forward(b.out(), b.out(), shortcut, n * b.path.back().out_per_image(),
-                                   true);
-    });
+    const float* h = b.in;
+    for (size_t i = 0; i < b.path.size(); ++i) {
+      run(b.path[i], h, i + 1 == b.path.size() ? shortcut : nullptr);
+      h = b.path[i].a;
+    }
   }
   const float* last = m.blocks.back().out();
-  timed(m.avgpool_name,
-        [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
+  timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
   timed(m.fc_name, [&] {
     layers::linear_forward(m.logits, m.pooled, table_[m.fc_weight].value, table_[m.fc_bias].value,
                            n, m.fc_in, m.fc_out);
@@ -402,15 +401,16 @@ void Model::backward(const GradientReadyCallback& on_ready) {
                 "backward needs a training forward and a loss first", "model " + spec_.name);
   Impl& m = *impl_;
   const int n = batch_;
-  auto timed = [&](const std::string& name, auto&& fn) {
+  auto timed_as = [&](const std::string& name, Phase phase, auto&& fn) {
     if (!observer_) {
       fn();
       return;
     }
     const double t0 = omp_get_wtime();
     fn();
-    observer_->on_layer(name, Phase::kBackward, t0, omp_get_wtime());
+    observer_->on_layer(name, phase, t0, omp_get_wtime());
   };
+  auto timed = [&](const std::string& name, auto&& fn) { timed_as(name, Phase::kBackward, fn); };
   auto ready = [&](size_t table_index) {
     if (on_ready) on_ready(table_[table_index].offset);
   };
@@ -427,14 +427,23 @@ void Model::backward(const GradientReadyCallback& on_ready) {
     });
     ready(cb.gamma);
   };
-  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in) {
+  // d_in = (or, with accumulate, +=) the conv's input gradient.
+  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in,
+                       bool accumulate = false) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
-    timed(cb.conv_name, [&] {
-      layers::conv2d_backward(d_in, table_[cb.weight].grad, d_out, in, table_[cb.weight].value, g,
-                              m.conv_scratch);
+    // The weight gradient first: it is ready for the allreduce before the data gradient runs.
+    timed_as(cb.conv_name, Phase::kBackwardWeights, [&] {
+      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch, {});
     });
     ready(cb.weight);
+    if (d_in == nullptr) return;
+    timed(cb.conv_name, [&] {
+      layers::ConvOptions options;
+      options.accumulate_d_in = accumulate;
+      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch,
+                                   options);
+    });
   };
 
   float* G = m.grad[0];   // gradient of the current block's output
@@ -446,8 +455,9 @@ void Model::backward(const GradientReadyCallback& on_ready) {
                             m.d_logits, m.pooled, table_[m.fc_weight].value, n, m.fc_in, m.fc_out);
   });
   ready(m.fc_weight);
-  timed(m.avgpool_name,
-        [&] { layers::global_avg_pool_backward(G, m.d_pooled, n, m.final_hw, m.fc_in); });
+  timed(m.avgpool_name, [&] {
+    layers::global_avg_pool_backward(G, m.d_pooled, n, m.final_hw, m.fc_in);
+  });
   for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) {
     Block& b = *it;
     const int64_t out_count = n * b.path.back().out_per_image();
@@ -456,25 +466,23 @@ void Model::backward(const GradientReadyCallback& on_ready) {
       bn_back(b.down, T1, G);
       conv_back(b.down, DX, T1, b.in);
     }
+    // The block input's gradient is the shortcut's plus the path's: the first conv of the path
+    // adds its input gradient onto the shortcut's (DX from the downsample, or G itself for an
+    // identity shortcut, which nothing reads after the last BN's backward).
     float* cur = G;
     for (int i = static_cast<int>(b.path.size()) - 1; i >= 0; --i) {
       ConvBn& cb = b.path[i];
       float* bn_dst = (cur == G) ? T1 : cur;
       bn_back(cb, bn_dst, cur);
       float* other = (bn_dst == T1) ? T2 : T1;
-      float* conv_dst = (i == 0 && !b.has_down) ? DX : other;
-      conv_back(cb, conv_dst, bn_dst, i == 0 ? b.in : b.path[i - 1].a);
-      cur = conv_dst;
-    }
-    const int64_t in_count = n * b.in_per_image;
-    timed(b.add_name, [&] {
-      if (b.has_down) {
-        layers::accumulate(DX, cur, in_count);
+      if (i == 0) {
+        conv_back(cb, b.has_down ? DX : G, bn_dst, b.in, true);
       } else {
-        layers::accumulate(DX, G, in_count);
+        conv_back(cb, other, bn_dst, b.path[i - 1].a);
+        cur = other;
       }
-    });
-    std::swap(G, DX);
+    }
+    if (b.has_down) std::swap(G, DX);
   }
   float* d_stem = G;
   if (m.has_pool) {

@@ -174,6 +174,20 @@ TEST_CASE("conv2d matches the naive reference in every threading mode and tile s
         require_close(run.out, ref.out, what + ": forward");
         require_close(run.d_in, ref.d_in, what + ": d_in");
         require_close(run.d_weight, ref.d_weight, what + ": d_weight");
+
+        // accumulate_d_in: d_in += the gradient, onto whatever d_in held.
+        options.accumulate_d_in = true;
+        std::vector<float> acc = random_vector(in.size(), rng);
+        Exact want = ref.d_in;
+        want.terms += 1;
+        for (size_t i = 0; i < acc.size(); ++i) {
+          want.value[i] += acc[i];
+          want.abs_sum[i] += std::abs(acc[i]);
+        }
+        std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, options));
+        nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
+                                              scratch.data(), options);
+        require_close(acc, want, what + ": d_in accumulated");
       }
     }
     // The stem passes d_in = nullptr: the weight gradient must not change.

@@ -18,7 +18,9 @@
 
 namespace nostrum::model {
 
-enum class Phase { kForward, kBackward };
+// kBackward: a layer's input gradient (and, except for convs, its parameters' gradients);
+// kBackwardWeights: a conv's weight gradient, timed apart so that a profile shows both halves.
+enum class Phase { kForward, kBackward, kBackwardWeights };
 
 // Per-layer timing hook (benchmark --layers, driver --trace). Times are omp_get_wtime() seconds.
 // When none is set the model reads no clock at all.
@@ -90,6 +92,9 @@ class Model {
   // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
   // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
   double training_flops_per_image() const { return training_flops_per_image_; }
+  // Forward multiply-adds x2 of one conv or the fc layer (by the name the observer sees) per image;
+  // backward-data and backward-weights cost the same each. 0 for any other layer.
+  double layer_flops_per_image(const std::string& layer) const;
 
   struct Impl;
 
