@@ -2,6 +2,8 @@
 // fixed chunk order (deterministic for any thread count), then one elementwise pass.
 #include "nostrum/layers/batch_norm.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -18,23 +20,119 @@ constexpr int64_t kChunks = 64;
 
 int64_t chunk_count(int64_t rows) { return std::max<int64_t>(1, std::min(kChunks, rows)); }
 
-// partial (chunks, C) doubles; per chunk, sum over its rows of f(row, c). total (C) = ordered sum.
-template <typename RowFn>
-void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, RowFn row_fn) {
+// partial (chunks, C) doubles; per chunk, rows_fn(acc, first_row, row_count) sums its rows into acc.
+// total (C) = the chunks' sums added in chunk order.
+template <typename RowsFn>
+void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, RowsFn rows_fn) {
   const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     double* acc = partial + k * C;
     for (int c = 0; c < C; ++c) acc[c] = 0.0;
-    const int64_t r1 = std::min(rows, (k + 1) * per);
-    for (int64_t r = k * per; r < r1; ++r) row_fn(acc, r);
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    if (r1 > r0) rows_fn(acc, r0, r1 - r0);
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
     double s = 0.0;
     for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
     total[c] = s;
+  }
+}
+
+// Row kernels, vectorised across channels (each lane one channel, rows summed in order, so every
+// ISA gives the same bits); cloned per ISA and picked at load time (no -march=native).
+#define NOSTRUM_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// acc (C) += sum over rows of x (rows, C).
+NOSTRUM_BN_CLONES void sum_rows(double* __restrict acc, const float* __restrict x, int64_t rows,
+                                int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) acc[c] += x[c];
+}
+
+// acc (C) += sum over rows of (x - mean)^2, in double.
+NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const float* __restrict x,
+                                              const float* __restrict mean, int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) {
+      const double d = static_cast<double>(x[c]) - mean[c];
+      acc[c] += d * d;
+    }
+}
+
+// acc (C) += sum over rows of (x - mean)^2 around a double mean (C).
+NOSTRUM_BN_CLONES void squared_deviation_rows_from(double* __restrict acc,
+                                                   const float* __restrict x,
+                                                   const double* __restrict mean, int64_t rows,
+                                                   int C) {
+  for (int64_t r = 0; r < rows; ++r, x += C)
+    for (int c = 0; c < C; ++c) {
+      const double d = static_cast<double>(x[c]) - mean[c];
+      acc[c] += d * d;
+    }
+}
+
+// y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each.
+NOSTRUM_BN_CLONES void normalize_rows(float* __restrict y, const float* __restrict x,
+                                      const float* __restrict z, const float* __restrict mean,
+                                      const float* __restrict invstd, const float* __restrict gamma,
+                                      const float* __restrict beta, int64_t rows, int C,
+                                      bool relu) {
+  for (int64_t r = 0; r < rows; ++r, x += C, y += C) {
+    if (z) {
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c] + z[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
+      z += C;
+    } else {
+      for (int c = 0; c < C; ++c) {
+        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
+        y[c] = relu ? std::max(v, 0.0f) : v;
+      }
+    }
+  }
+}
+
+// a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given.
+NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restrict b,
+                                         const float* __restrict dy, const float* __restrict x,
+                                         const float* __restrict y, const float* __restrict mean,
+                                         int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, dy += C, x += C) {
+    if (y) {
+      for (int c = 0; c < C; ++c) {
+        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        a[c] += g;
+        b[c] += static_cast<double>(g) * (static_cast<double>(x[c]) - mean[c]);
+      }
+      y += C;
+    } else {
+      for (int c = 0; c < C; ++c) {
+        a[c] += dy[c];
+        b[c] += static_cast<double>(dy[c]) * (static_cast<double>(x[c]) - mean[c]);
+      }
+    }
+  }
+}
+
+// dx = ca * g - ck * (x - mean) + cb, g = dy masked by y > 0 when y is given; dx may alias dy.
+NOSTRUM_BN_CLONES void backward_apply_rows(float* dx, const float* dy, const float* __restrict x,
+                                           const float* __restrict y, const float* __restrict mean,
+                                           const float* __restrict ca, const float* __restrict ck,
+                                           const float* __restrict cb, int64_t rows, int C) {
+  for (int64_t r = 0; r < rows; ++r, dx += C, dy += C, x += C) {
+    if (y) {
+      for (int c = 0; c < C; ++c) {
+        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        dx[c] = ca[c] * g - ck[c] * (x[c] - mean[c]) + cb[c];
+      }
+      y += C;
+    } else {
+      for (int c = 0; c < C; ++c) dx[c] = ca[c] * dy[c] - ck[c] * (x[c] - mean[c]) + cb[c];
+    }
   }
 }
 
@@ -59,10 +157,64 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  const BatchNormOptions& options, double* scratch) {
   double* partial = scratch;                       // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;       // (C + 1): sums, then the count
+  if (!options.reducer) {
+    // One read of the input for both statistics: each chunk's mean and squared deviations from it
+    // (two passes over a chunk that is still in cache), combined in chunk order with Chan et al.'s
+    // pairwise update. Numerically safe like the two global passes, fixed order, one region.
+    check_rows(static_cast<double>(rows), C);
+    double* chunk_mean = partial;                  // (kChunks, C)
+    double* chunk_m2 = partial + kChunks * C;      // (kChunks, C)
+    const int64_t chunks = chunk_count(rows);
+    const int64_t per = (rows + chunks - 1) / chunks;
+    const double count = static_cast<double>(rows);
+    const double m = options.momentum;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < chunks; ++k) {
+        double* mean = chunk_mean + k * C;
+        double* m2 = chunk_m2 + k * C;
+        for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
+        const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+        if (r1 > r0) {
+          sum_rows(mean, in + r0 * C, r1 - r0, C);
+          for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
+          squared_deviation_rows_from(m2, in + r0 * C, mean, r1 - r0, C);
+        }
+      }
+#pragma omp for schedule(static)
+      for (int c = 0; c < C; ++c) {
+        double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
+        for (int64_t k = 0; k < chunks; ++k) {
+          const double n_b = static_cast<double>(std::min(rows, (k + 1) * per) -
+                                                 std::min(rows, k * per));
+          if (n_b <= 0.0) continue;
+          const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
+          mean_a += delta * (n_b / n_ab);
+          m2_a += chunk_m2[k * C + c] + delta * delta * (n_a * n_b / n_ab);
+          n_a = n_ab;
+        }
+        const double var = m2_a / count;
+        save_mean[c] = static_cast<float>(mean_a);
+        save_invstd[c] = static_cast<float>(1.0 / std::sqrt(var + options.eps));
+        running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
+        running_var[c] =
+            static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
+      }
+      // Pass 2: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+      if (r1 > r0)
+        normalize_rows(out + r0 * C, in + r0 * C,
+                       options.residual ? options.residual + r0 * C : nullptr, save_mean,
+                       save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
+    }
+    return;
+  }
+  // With a reducer (sync-BN) the statistics are global sums: two passes around the global mean.
   // Pass 1: the mean (global over the reducer's group).
-  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r) {
-    const float* x = in + r * C;
-    for (int c = 0; c < C; ++c) acc[c] += x[c];
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    sum_rows(acc, in + r * C, count, C);
   });
   total[C] = static_cast<double>(rows);
   if (options.reducer) options.reducer->sum(total, C + 1);
@@ -70,12 +222,8 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
   check_rows(count, C);
   for (int c = 0; c < C; ++c) save_mean[c] = static_cast<float>(total[c] / count);
   // Pass 2: the sum of squared deviations from that mean.
-  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r) {
-    const float* x = in + r * C;
-    for (int c = 0; c < C; ++c) {
-      const double d = static_cast<double>(x[c]) - save_mean[c];
-      acc[c] += d * d;
-    }
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    squared_deviation_rows(acc, in + r * C, save_mean, count, C);
   });
   if (options.reducer) options.reducer->sum(total, C);
   for (int c = 0; c < C; ++c) {
@@ -86,16 +234,15 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
     running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
     running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
   }
-  // Pass 3: out = (x - mean) * invstd * gamma + beta, optionally ReLU.
-  const bool relu = options.fuse_relu;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in + r * C;
-    float* y = out + r * C;
-    for (int c = 0; c < C; ++c) {
-      float v = (x[c] - save_mean[c]) * (save_invstd[c] * gamma[c]) + beta[c];
-      y[c] = relu ? std::max(v, 0.0f) : v;
-    }
+  // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
+  const float* residual = options.residual;
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r1 > r0)
+      normalize_rows(out + r0 * C, in + r0 * C, residual ? residual + r0 * C : nullptr, save_mean,
+                     save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }
 
@@ -109,9 +256,11 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in + r * C;
     float* y = out + r * C;
+    const float* z = options.residual ? options.residual + r * C : nullptr;
     for (int c = 0; c < C; ++c) {
       const float invstd = 1.0f / std::sqrt(running_var[c] + eps);
       float v = (x[c] - running_mean[c]) * (invstd * gamma[c]) + beta[c];
+      if (z) v = v + z[c];
       y[c] = relu ? std::max(v, 0.0f) : v;
     }
   }
@@ -132,17 +281,10 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     double* a = partial_dy + k * C;
     double* b = partial_dyx + k * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
-    const int64_t r1 = std::min(rows, (k + 1) * per);
-    for (int64_t r = k * per; r < r1; ++r) {
-      const float* dy = d_out + r * C;
-      const float* x = in + r * C;
-      const float* y = relu ? out + r * C : nullptr;
-      for (int c = 0; c < C; ++c) {
-        const float g = (relu && !(y[c] > 0.0f)) ? 0.0f : dy[c];
-        a[c] += g;
-        b[c] += static_cast<double>(g) * (static_cast<double>(x[c]) - save_mean[c]);
-      }
-    }
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    if (r1 > r0)
+      backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
+                        save_mean, r1 - r0, C);
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
@@ -172,16 +314,13 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const float* ca = coef;
   const float* ck = coef + C;
   const float* cb = coef + 2 * C;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dy = d_out + r * C;
-    const float* x = in + r * C;
-    const float* y = relu ? out + r * C : nullptr;
-    float* dx = d_in + r * C;
-    for (int c = 0; c < C; ++c) {
-      const float g = (relu && !(y[c] > 0.0f)) ? 0.0f : dy[c];
-      dx[c] = ca[c] * g - ck[c] * (x[c] - save_mean[c]) + cb[c];
-    }
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r1 > r0)
+      backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
+                          relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
   }
 }
 

@@ -21,7 +21,11 @@ using kernels::gemm;
 using kernels::PatchShape;
 using kernels::Trans;
 
-constexpr size_t kDefaultColumnBudgetFloats = size_t(1) << 22;  // 16 MiB of im2col tiles
+constexpr size_t kDefaultColumnBudgetFloats = size_t(1) << 23;  // 32 MiB: tiles, partials
+constexpr size_t kTileFloats = size_t(1) << 19;  // one thread's im2col tile: 2 MiB, about one L2
+// OpenBLAS re-packs the weights for every GEMM call: below ~512 rows a call that costs more than a
+// few per cent of its multiply-adds.
+constexpr int64_t kMinTileRows = 512;
 
 std::string describe(const ConvGeometry& g) {
   return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) + " W=" +
@@ -39,15 +43,19 @@ void check_geometry(const ConvGeometry& g) {
                 "increase the input size or the padding");
 }
 
-// Everything a call decides from the geometry: no allocation, no state.
+// Everything a call decides from the geometry: no allocation, no state. The scratch holds
+// [packed weights or their gradient (K, R*S*C)] [column region]; the column region holds im2col
+// tiles, or per-thread weight-gradient partials followed by tiles. Its size does not depend on the
+// thread count (threads only divide it), so scratch sized once stays valid whatever the pool size.
 struct Plan {
   PatchShape shape;
-  int64_t rows = 0;         // output pixels N*P*Q: the GEMM's M
-  int64_t row_length = 0;   // R*S*C: the GEMM's inner dimension
-  bool direct = false;      // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
-  bool pack = false;        // weight (K,C,R,S) must be reordered to (K, R*S*C)
-  size_t pack_floats = 0;   // packed weights (or their gradient), padded to 64 bytes
-  size_t column_floats = 0; // im2col tile buffer
+  int64_t rows = 0;          // output pixels N*P*Q: the GEMM's M
+  int64_t row_length = 0;    // R*S*C: the GEMM's inner dimension
+  bool direct = false;       // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
+  bool pack = false;         // weight (K,C,R,S) must be reordered to (K, R*S*C)
+  size_t pack_floats = 0;    // packed weights (or their gradient), padded to 64 bytes
+  size_t column_floats = 0;  // the column region
+  size_t partial_floats = 0; // one thread's weight-gradient partial (K, R*S*C), padded
   int64_t shared_tile_rows = 0;
 };
 
@@ -61,38 +69,45 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   plan.row_length = s.row_length();
   plan.direct = g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0;
   plan.pack = g.R * g.S > 1 && g.C > 1;
-  plan.pack_floats = plan.pack ? Arena::padded(size_t(g.K) * plan.row_length) : 0;
-  if (!plan.direct) {
-    const size_t budget = options.column_budget_floats ? options.column_budget_floats
-                                                       : kDefaultColumnBudgetFloats;
-    const size_t all = size_t(plan.rows) * plan.row_length;
-    plan.column_floats = std::min(all, std::max(budget, size_t(plan.row_length)));
-    plan.shared_tile_rows = int64_t(plan.column_floats / plan.row_length);
-  }
+  plan.partial_floats = Arena::padded(size_t(g.K) * plan.row_length);
+  plan.pack_floats = plan.pack ? plan.partial_floats : 0;
+  const size_t budget =
+      options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
+  const size_t all = Arena::padded(size_t(plan.rows) * plan.row_length);
+  plan.column_floats = std::min(all, std::max(budget, size_t(plan.row_length)));
+  plan.shared_tile_rows = int64_t(plan.column_floats / plan.row_length);
   return plan;
 }
 
-// Rows per thread tile when every thread owns a slice of the column buffer (0: does not fit).
-int64_t per_thread_tile_rows(const Plan& plan, int threads) {
-  if (plan.direct) return plan.rows;
-  return int64_t(plan.column_floats / (size_t(threads) * plan.row_length));
+enum class Pass { kForward, kBackwardData, kBackwardWeights };
+
+// Rows per tile when each of `threads` threads owns a slice of the column region (after the
+// weight-gradient partials in that pass); 0 when it does not fit. Direct convs need no buffer: their
+// tile is only the unit of work handed to threads.
+int64_t per_thread_tile_rows(const Plan& plan, Pass pass, int threads) {
+  size_t room = plan.column_floats;
+  if (pass == Pass::kBackwardWeights) {
+    const size_t partials = size_t(threads) * plan.partial_floats;
+    if (partials > room) return 0;
+    room -= partials;
+  }
+  const int64_t want = std::max(kMinTileRows, int64_t(kTileFloats / plan.row_length));
+  if (plan.direct) return want;
+  return std::min(want, int64_t(room / (size_t(threads) * plan.row_length)));
 }
 
 // [begin, end) of `count` items for part `part` of `parts` (balanced, contiguous).
 inline int64_t split(int64_t count, int part, int parts) { return count * part / parts; }
 
-enum class Pass { kForward, kBackwardData, kBackwardWeights };
-
-// Which threading a pass uses. Per-thread tiles need a buffer slice per thread and, for the data
-// gradient, at least one image per thread (threads then own disjoint parts of d_in).
-ConvThreading choose(const Plan& plan, const ConvGeometry& g, Pass pass, int threads,
-                     ConvThreading requested) {
-  if (threads <= 1 || pass == Pass::kBackwardWeights) return ConvThreading::kSharedGemm;
-  const bool per_thread_fits =
-      per_thread_tile_rows(plan, threads) > 0 && (pass != Pass::kBackwardData || g.N >= threads);
-  if (!per_thread_fits) return ConvThreading::kSharedGemm;
+// Which threading a pass uses. Per-thread tiles need a column slice per thread (and partials for the
+// weight gradient). They win on the shapes measured (tools/bench/README.md): no barrier per tile,
+// each thread's tile stays in its own cache, and tiles are handed out dynamically, so a thread slowed
+// by other work on the node does not hold the other back.
+ConvThreading choose(const Plan& plan, Pass pass, int threads, ConvThreading requested) {
+  if (threads <= 1) return ConvThreading::kSharedGemm;
+  if (per_thread_tile_rows(plan, pass, threads) <= 0) return ConvThreading::kSharedGemm;
   if (requested != ConvThreading::kAuto) return requested;
-  return ConvThreading::kSharedGemm;
+  return ConvThreading::kPerThread;
 }
 
 // col (rows, R*S*C) for output rows [row_begin, row_begin + rows), the rows split over the pool.
@@ -148,7 +163,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
     kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
     packed = scratch;
   }
-  const ConvThreading mode = choose(plan, g, Pass::kForward, threads, options.threading);
+  const ConvThreading mode = choose(plan, Pass::kForward, threads, options.threading);
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
@@ -165,14 +180,15 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
     return;
   }
 
-  const int64_t tile = per_thread_tile_rows(plan, threads);
+  // Fixed tiles, handed out dynamically: a row's result does not depend on which thread ran it.
+  const int64_t tile = per_thread_tile_rows(plan, Pass::kForward, threads);
+  const int64_t tiles = (plan.rows + tile - 1) / tile;
 #pragma omp parallel num_threads(threads)
   {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = split(plan.rows, t, nt), end = split(plan.rows, t + 1, nt);
-    float* my_column = plan.direct ? nullptr : column + t * tile * L;
-    for (int64_t r0 = begin; r0 < end; r0 += tile) {
-      const int64_t n = std::min(tile, end - r0);
+    float* my_column = plan.direct ? nullptr : column + omp_get_thread_num() * tile * L;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < tiles; ++i) {
+      const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
       const float* a = in + r0 * L;  // direct: the activations are the columns
       if (!plan.direct) {
         kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
@@ -189,52 +205,94 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
   conv2d_forward(out, in, weight, g, scratch, {});
 }
 
-void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
-                     const float* weight, const ConvGeometry& g, float* scratch,
-                     const ConvOptions& options) {
+void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
+                             const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
   const int threads = omp_get_max_threads();
   const int K = g.K;
   const int64_t L = plan.row_length;
   float* column = scratch + plan.pack_floats;
-
-  // Weight gradient: d_weight (K, R*S*C) = d_out^T (K, rows) x columns (rows, R*S*C), one GEMM per
-  // tile accumulating in a fixed order.
+  // d_packed (K, R*S*C) = d_out^T (K, rows) x columns (rows, R*S*C).
   float* d_packed = plan.pack ? scratch : d_weight;
-  if (plan.direct) {
-    gemm(Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K, in, int(L), 0.0f,
-         d_packed, int(L));
+  const ConvThreading mode = choose(plan, Pass::kBackwardWeights, threads, options.threading);
+
+  if (mode == ConvThreading::kSharedGemm) {
+    if (plan.direct) {
+      gemm(Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K, in, int(L), 0.0f,
+           d_packed, int(L));
+    } else {
+      for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
+        const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
+        im2col_parallel(column, in, plan, r0, n);
+        gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, column, int(L),
+             r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
+      }
+    }
   } else {
-    for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
-      const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-      im2col_parallel(column, in, plan, r0, n);
-      gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, column, int(L),
-           r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
+    // Each thread sums its rows into its own partial; the partials are then added in thread order,
+    // so the result is the same bits for the same thread count.
+    const int64_t tile =
+        plan.direct ? plan.rows : per_thread_tile_rows(plan, Pass::kBackwardWeights, threads);
+    float* tiles = column + size_t(threads) * plan.partial_floats;
+    const int64_t count = int64_t(K) * L;
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t begin = split(plan.rows, t, nt), end = split(plan.rows, t + 1, nt);
+      float* partial = column + size_t(t) * plan.partial_floats;
+      float* my_column = plan.direct ? nullptr : tiles + t * tile * L;
+      if (begin == end) std::memset(partial, 0, size_t(count) * sizeof(float));
+      for (int64_t r0 = begin; r0 < end; r0 += tile) {
+        const int64_t n = std::min(tile, end - r0);
+        const float* b = in + r0 * L;
+        if (!plan.direct) {
+          kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
+          b = my_column;
+        }
+        gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, b, int(L),
+             r0 == begin ? 0.0f : 1.0f, partial, int(L));
+      }
+#pragma omp barrier
+      const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
+      for (int64_t i = i0; i < i1; ++i) {
+        float sum = column[i];
+        for (int u = 1; u < nt; ++u) sum += column[size_t(u) * plan.partial_floats + i];
+        d_packed[i] = sum;
+      }
     }
   }
   if (plan.pack) kernels::unpack_conv_weight(d_weight, d_packed, g.K, g.C, g.R, g.S);
-  if (d_in == nullptr) return;
+}
 
-  // Data gradient: columns (rows, R*S*C) = d_out (rows, K) x packed (K, R*S*C), scattered back.
+void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
+                          const ConvGeometry& g, float* scratch, const ConvOptions& options) {
+  const Plan plan = make_plan(g, options);
+  const int threads = omp_get_max_threads();
+  const int K = g.K;
+  const int64_t L = plan.row_length;
+  float* column = scratch + plan.pack_floats;
+  // columns (rows, R*S*C) = d_out (rows, K) x packed (K, R*S*C), scattered back into d_in.
   const float* packed = weight;
   if (plan.pack) {
     kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
     packed = scratch;
   }
-  const ConvThreading mode = choose(plan, g, Pass::kBackwardData, threads, options.threading);
+  const ConvThreading mode = choose(plan, Pass::kBackwardData, threads, options.threading);
+  const bool accumulate = options.accumulate_d_in;  // d_in += rather than =: no zero-fill at all
+  const float beta = accumulate ? 1.0f : 0.0f;
   if (plan.direct) {
     if (mode == ConvThreading::kSharedGemm) {
-      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), 0.0f,
+      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), beta,
            d_in, int(L));
       return;
     }
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t begin = split(plan.rows, t, nt), end = split(plan.rows, t + 1, nt);
-      if (end > begin)
-        gemm(Trans::kNo, Trans::kNo, int(end - begin), int(L), K, 1.0f, d_out + begin * K, K,
-             packed, int(L), 0.0f, d_in + begin * L, int(L));
+    const int64_t tile = per_thread_tile_rows(plan, Pass::kBackwardData, threads);
+    const int64_t tiles = (plan.rows + tile - 1) / tile;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t i = 0; i < tiles; ++i) {
+      const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
+      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
+           beta, d_in + r0 * L, int(L));
     }
     return;
   }
@@ -242,7 +300,7 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
   const int64_t pixels_per_image = int64_t(g.H) * g.W * g.C;
   const int64_t rows_per_image = int64_t(plan.shape.P) * plan.shape.Q;
   if (mode == ConvThreading::kSharedGemm) {
-    zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
+    if (!accumulate) zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
       gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
@@ -252,22 +310,36 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
     return;
   }
 
-  // Per-thread: thread t owns images [n0, n1) of d_in, so its scatter never meets another thread's.
-  const int64_t tile = per_thread_tile_rows(plan, threads);
+  // Per-thread: the unit of work is a group of whole images, so a thread's scatter into d_in never
+  // meets another thread's; groups are handed out dynamically, tiles within a group in order.
+  const int64_t tile = per_thread_tile_rows(plan, Pass::kBackwardData, threads);
+  const int64_t images_per_unit = std::max<int64_t>(1, tile / rows_per_image);
+  const int64_t units = (g.N + images_per_unit - 1) / images_per_unit;
 #pragma omp parallel num_threads(threads)
   {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t n0 = split(g.N, t, nt), n1 = split(g.N, t + 1, nt);
-    std::memset(d_in + n0 * pixels_per_image, 0, size_t((n1 - n0) * pixels_per_image) * sizeof(float));
-    float* my_column = column + t * tile * L;
-    const int64_t end = n1 * rows_per_image;
-    for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
-      const int64_t n = std::min(tile, end - r0);
-      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
-           0.0f, my_column, int(L));
-      kernels::col2im_nhwc_add(d_in, my_column, plan.shape, r0, r0 + n, 0, g.C);
+    float* my_column = column + omp_get_thread_num() * tile * L;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t n0 = u * images_per_unit, n1 = std::min<int64_t>(g.N, n0 + images_per_unit);
+      if (!accumulate)
+        std::memset(d_in + n0 * pixels_per_image, 0,
+                    size_t((n1 - n0) * pixels_per_image) * sizeof(float));
+      const int64_t end = n1 * rows_per_image;
+      for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
+        const int64_t n = std::min(tile, end - r0);
+        gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
+             0.0f, my_column, int(L));
+        kernels::col2im_nhwc_add(d_in, my_column, plan.shape, r0, r0 + n, 0, g.C);
+      }
     }
   }
+}
+
+void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
+                     const float* weight, const ConvGeometry& g, float* scratch,
+                     const ConvOptions& options) {
+  conv2d_backward_weights(d_weight, d_out, in, g, scratch, options);
+  if (d_in != nullptr) conv2d_backward_data(d_in, d_out, weight, g, scratch, options);
 }
 
 void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,

@@ -8,6 +8,22 @@
 
 namespace nostrum::layers {
 
+namespace {
+
+// y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie).
+// Branch-free so that it vectorises; cloned per ISA and picked at load time.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void take_max(
+    float* __restrict y, int32_t* __restrict idx, const float* __restrict x, int32_t pos, int C) {
+  for (int c = 0; c < C; ++c) {
+    const float v = x[c];
+    const bool take = v > y[c] || v != v;
+    y[c] = take ? v : y[c];
+    idx[c] = take ? pos : idx[c];
+  }
+}
+
+}  // namespace
+
 void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGeometry& g) {
   const int P = g.P(), Q = g.Q(), C = g.C;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -26,13 +42,7 @@ void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGe
           for (int w = std::max(w0, 0); w < std::min(w0 + g.S, g.W); ++w) {
             const int32_t pos = h * g.W + w;
             const float* x = image + static_cast<int64_t>(pos) * C;
-            for (int c = 0; c < C; ++c) {
-              // PyTorch: (val > maxval) || isnan(val); the first maximum wins a tie.
-              if (x[c] > y[c] || std::isnan(x[c])) {
-                y[c] = x[c];
-                idx[c] = pos;
-              }
-            }
+            take_max(y, idx, x, pos, C);
           }
         }
       }

@@ -244,6 +244,23 @@ void Model::build(int max_batch, int height, int width) {
   }
 }
 
+double Model::layer_flops_per_image(const std::string& layer) const {
+  const Impl& m = *impl_;
+  auto conv_flops = [](const ConvBn& cb) {
+    layers::ConvGeometry one = cb.g;
+    one.N = 1;
+    return one.forward_flops();
+  };
+  if (layer == m.stem.conv_name) return conv_flops(m.stem);
+  for (const auto& b : m.blocks) {
+    for (const auto& cb : b.path)
+      if (layer == cb.conv_name) return conv_flops(cb);
+    if (b.has_down && layer == b.down.conv_name) return conv_flops(b.down);
+  }
+  if (layer == m.fc_name) return 2.0 * m.fc_in * m.fc_out;
+  return 0.0;
+}
+
 const Parameter& Model::parameter(const std::string& name) const {
   for (const auto& p : table_)
     if (p.name == name) return p;
@@ -313,14 +330,16 @@ const float* Model::forward(const float* images, int n, bool training) {
     fn();
     observer_->on_layer(name, Phase::kForward, t0, omp_get_wtime());
   };
-  auto run = [&](ConvBn& cb, const float* in) {
+  // conv + BN (+ReLU); with a residual, the block's shortcut add and ReLU join the BN's pass.
+  auto run = [&](ConvBn& cb, const float* in, const float* residual = nullptr) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
     timed(cb.conv_name, [&] {
       layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
     });
     layers::BatchNormOptions o;
-    o.fuse_relu = cb.relu;
+    o.fuse_relu = cb.relu || residual != nullptr;
+    o.residual = residual;
     o.reducer = reducer_;
     const int64_t rows = int64_t(n) * g.P() * g.Q();
     timed(cb.bn_name, [&] {
@@ -344,19 +363,18 @@ const float* Model::forward(const float* images, int n, bool training) {
     timed(m.pool_name, [&] { layers::max_pool_forward(m.pool_out, m.argmax.data(), m.stem.a, g); });
   }
   for (auto& b : m.blocks) {
-    const float* h = b.in;
-    for (auto& cb : b.path) {
-      run(cb, h);
-      h = cb.a;
-    }
+    // The shortcut first, so that the last BN of the path can add it (and apply the ReLU) in its
+    // own pass: out = relu(bn3(conv3) + shortcut), bit-identical to BN, then add + ReLU.
     const float* shortcut = b.in;
     if (b.has_down) {
       run(b.down, b.in);
       shortcut = b.down.a;
     }
-    timed(b.add_name, [&] {
-      layers::residual_add_forward(b.out(), b.out(), shortcut, n * b.path.back().out_per_image(), true);
-    });
+    const float* h = b.in;
+    for (size_t i = 0; i < b.path.size(); ++i) {
+      run(b.path[i], h, i + 1 == b.path.size() ? shortcut : nullptr);
+      h = b.path[i].a;
+    }
   }
   const float* last = m.blocks.back().out();
   timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
@@ -383,15 +401,16 @@ void Model::backward(const GradientReadyCallback& on_ready) {
                 "backward needs a training forward and a loss first", "model " + spec_.name);
   Impl& m = *impl_;
   const int n = batch_;
-  auto timed = [&](const std::string& name, auto&& fn) {
+  auto timed_as = [&](const std::string& name, Phase phase, auto&& fn) {
     if (!observer_) {
       fn();
       return;
     }
     const double t0 = omp_get_wtime();
     fn();
-    observer_->on_layer(name, Phase::kBackward, t0, omp_get_wtime());
+    observer_->on_layer(name, phase, t0, omp_get_wtime());
   };
+  auto timed = [&](const std::string& name, auto&& fn) { timed_as(name, Phase::kBackward, fn); };
   auto ready = [&](size_t table_index) {
     if (on_ready) on_ready(table_[table_index].offset);
   };
@@ -408,14 +427,23 @@ void Model::backward(const GradientReadyCallback& on_ready) {
     });
     ready(cb.gamma);
   };
-  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in) {
+  // d_in = (or, with accumulate, +=) the conv's input gradient.
+  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in,
+                       bool accumulate = false) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
-    timed(cb.conv_name, [&] {
-      layers::conv2d_backward(d_in, table_[cb.weight].grad, d_out, in, table_[cb.weight].value, g,
-                              m.conv_scratch);
+    // The weight gradient first: it is ready for the allreduce before the data gradient runs.
+    timed_as(cb.conv_name, Phase::kBackwardWeights, [&] {
+      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch, {});
     });
     ready(cb.weight);
+    if (d_in == nullptr) return;
+    timed(cb.conv_name, [&] {
+      layers::ConvOptions options;
+      options.accumulate_d_in = accumulate;
+      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch,
+                                   options);
+    });
   };
 
   float* G = m.grad[0];   // gradient of the current block's output
@@ -438,25 +466,23 @@ void Model::backward(const GradientReadyCallback& on_ready) {
       bn_back(b.down, T1, G);
       conv_back(b.down, DX, T1, b.in);
     }
+    // The block input's gradient is the shortcut's plus the path's: the first conv of the path
+    // adds its input gradient onto the shortcut's (DX from the downsample, or G itself for an
+    // identity shortcut, which nothing reads after the last BN's backward).
     float* cur = G;
     for (int i = static_cast<int>(b.path.size()) - 1; i >= 0; --i) {
       ConvBn& cb = b.path[i];
       float* bn_dst = (cur == G) ? T1 : cur;
       bn_back(cb, bn_dst, cur);
       float* other = (bn_dst == T1) ? T2 : T1;
-      float* conv_dst = (i == 0 && !b.has_down) ? DX : other;
-      conv_back(cb, conv_dst, bn_dst, i == 0 ? b.in : b.path[i - 1].a);
-      cur = conv_dst;
-    }
-    const int64_t in_count = n * b.in_per_image;
-    timed(b.add_name, [&] {
-      if (b.has_down) {
-        layers::accumulate(DX, cur, in_count);
+      if (i == 0) {
+        conv_back(cb, b.has_down ? DX : G, bn_dst, b.in, true);
       } else {
-        layers::accumulate(DX, G, in_count);
+        conv_back(cb, other, bn_dst, b.path[i - 1].a);
+        cur = other;
       }
-    });
-    std::swap(G, DX);
+    }
+    if (b.has_down) std::swap(G, DX);
   }
   float* d_stem = G;
   if (m.has_pool) {

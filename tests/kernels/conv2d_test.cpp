@@ -143,6 +143,8 @@ const std::vector<ConvGeometry>& shapes() {
       geometry(2, 8, 6, 3, 4, 3, 1, 1, 1),     // non-square kernel
       geometry(2, 6, 7, 4, 5, 2, 2, 3, 0),     // stride larger than the kernel: pixels skipped
       geometry(1, 3, 3, 2, 3, 3, 3, 1, 2),     // padding wider than the overlap: all-zero patches
+      geometry(3, 20, 20, 8, 6, 1, 1, 1, 0),   // 1x1, 1200 rows: several work units per thread
+      geometry(2, 24, 23, 4, 5, 3, 3, 1, 1),   // 3x3, 1104 rows: several default tiles
   };
   return all;
 }
@@ -159,8 +161,10 @@ TEST_CASE("conv2d matches the naive reference in every threading mode and tile s
     const size_t row = size_t(g.C) * g.R * g.S;
     for (ConvThreading mode :
          {ConvThreading::kAuto, ConvThreading::kSharedGemm, ConvThreading::kPerThread}) {
-      // Default budget (one tile), and tiny budgets: many tiles, tiles crossing image borders.
-      for (size_t budget : {size_t(0), 2 * row, 5 * row}) {
+      // Default budget (one tile), tiny budgets (many tiles crossing image borders; no room for
+      // per-thread weight-gradient partials), and room for partials plus small tiles.
+      const size_t partial = size_t(g.K) * row + 16;
+      for (size_t budget : {size_t(0), 2 * row, 5 * row, 4 * partial + 6 * row}) {
         ConvOptions options;
         options.threading = mode;
         options.column_budget_floats = budget;
@@ -170,6 +174,20 @@ TEST_CASE("conv2d matches the naive reference in every threading mode and tile s
         require_close(run.out, ref.out, what + ": forward");
         require_close(run.d_in, ref.d_in, what + ": d_in");
         require_close(run.d_weight, ref.d_weight, what + ": d_weight");
+
+        // accumulate_d_in: d_in += the gradient, onto whatever d_in held.
+        options.accumulate_d_in = true;
+        std::vector<float> acc = random_vector(in.size(), rng);
+        Exact want = ref.d_in;
+        want.terms += 1;
+        for (size_t i = 0; i < acc.size(); ++i) {
+          want.value[i] += acc[i];
+          want.abs_sum[i] += std::abs(acc[i]);
+        }
+        std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, options));
+        nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
+                                              scratch.data(), options);
+        require_close(acc, want, what + ": d_in accumulated");
       }
     }
     // The stem passes d_in = nullptr: the weight gradient must not change.

@@ -15,6 +15,10 @@ struct BatchNormOptions {
   float momentum = 0.1f;
   float eps = 1e-5f;
   bool fuse_relu = false;        // out = max(0, bn(in))
+  // Forward only: out = bn(in) + residual (rows, C), before the ReLU when fuse_relu: a residual
+  // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain.
+  // Backward is unchanged (the add + ReLU gradient is formed before it).
+  const float* residual = nullptr;
   Reducer* reducer = nullptr;    // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 

@@ -37,7 +37,10 @@ enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
 
 struct ConvOptions {
   ConvThreading threading = ConvThreading::kAuto;
-  size_t column_budget_floats = 0;  // im2col tile buffer, all threads together; 0: the default (16 MiB)
+  size_t column_budget_floats = 0;  // column region (tiles, partials), all threads; 0: 32 MiB
+  // Backward-data only: d_in += the input gradient instead of d_in = (a residual block's input
+  // gradient is the shortcut's plus the path's: one pass instead of two).
+  bool accumulate_d_in = false;
 };
 
 size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);
@@ -46,5 +49,14 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
                      const float* weight, const ConvGeometry& g, float* scratch,
                      const ConvOptions& options);
+
+// The two halves of conv2d_backward, for profiling and for layers whose weights are frozen:
+// d_in (N,H,W,C) OVERWRITTEN (or accumulated into, see ConvOptions) from d_out (N,P,Q,K) and
+// weight (K,C,R,S);
+void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
+                          const ConvGeometry& g, float* scratch, const ConvOptions& options);
+// d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
+void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
+                             const ConvGeometry& g, float* scratch, const ConvOptions& options);
 
 }  // namespace nostrum::layers

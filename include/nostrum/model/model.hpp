@@ -18,7 +18,9 @@
 
 namespace nostrum::model {
 
-enum class Phase { kForward, kBackward };
+// kBackward: a layer's input gradient (and, except for convs, its parameters' gradients);
+// kBackwardWeights: a conv's weight gradient, timed apart so that a profile shows both halves.
+enum class Phase { kForward, kBackward, kBackwardWeights };
 
 // Per-layer timing hook (benchmark --layers, driver --trace). Times are omp_get_wtime() seconds.
 // When none is set the model reads no clock at all.
@@ -45,8 +47,8 @@ class Model {
   // Shape inference for (max_batch, H, W, in_channels) images; allocates every arena. Call once
   // before anything else (the parameter table exists only after build). ShapeError if too small.
   void build(int max_batch, int height, int width);
-  // Torchvision's initialisation from a seed: conv Kaiming normal (fan_out, ReLU), BN gamma 1 (0 for
-  // the last BN of each block with zero_init_residual), beta 0, running mean 0, var 1, fc
+  // Torchvision's initialisation from a seed: conv Kaiming normal (fan_out, ReLU), BN gamma 1 (0
+  // for the last BN of each block with zero_init_residual), beta 0, running mean 0, var 1, fc
   // PyTorch's default uniform(+-1/sqrt(fan_in)). Deterministic for any thread count.
   void init(uint64_t seed);
 
@@ -62,8 +64,8 @@ class Model {
   // zero it). on_ready as described above (may be empty).
   void backward(const GradientReadyCallback& on_ready = {});
 
-  void set_norm_reducer(Reducer* reducer);       // sync-BN; nullptr = per-rank statistics
-  void set_observer(LayerObserver* observer);    // nullptr = no timing
+  void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
+  void set_observer(LayerObserver* observer);  // nullptr = no timing
 
   const ResNetSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
@@ -86,10 +88,13 @@ class Model {
   size_t parameter_count() const { return parameter_count_; }  // = gradient count, exactly
   float* buffer_data() { return buffers_.data(); }
   size_t buffer_count() const { return buffer_count_; }
-  size_t activation_bytes() const;   // activation + gradient + scratch arenas
+  size_t activation_bytes() const;  // activation + gradient + scratch arenas
   // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
   // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
   double training_flops_per_image() const { return training_flops_per_image_; }
+  // Forward multiply-adds x2 of one conv or the fc layer (by the name the observer sees) per image;
+  // backward-data and backward-weights cost the same each. 0 for any other layer.
+  double layer_flops_per_image(const std::string& layer) const;
 
   struct Impl;
 

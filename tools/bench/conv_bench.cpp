@@ -1,0 +1,195 @@
+// nostrum-conv-bench: times every distinct ResNet-50 convolution (forward, backward-data,
+// backward-weights) and an SGEMM ceiling probe; prints a table and one JSON line per conv.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nostrum/core/arena.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/layers/conv2d.hpp"
+#include "resnet50_convs.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Least seconds of `repeats` runs of fn after one warm-up run: on a shared machine other work only
+// ever adds time, so the minimum is the best estimate of the kernel's own cost.
+double best_seconds(int repeats, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t.front();
+}
+
+void fill_random(float* p, size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < n; ++i) p[i] = u(rng);
+}
+
+struct Options {
+  int image = 224, batch = 32, repeats = 3;
+  std::string only;  // substring of the conv name
+  bool list = false, ceiling = true;
+  size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
+  std::vector<nostrum::layers::ConvThreading> threadings = {nostrum::layers::ConvThreading::kAuto};
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      NOSTRUM_CHECK(i + 1 < argc, nostrum::OptionError, "missing value", a);
+      return argv[++i];
+    };
+    if (a == "--image") o.image = std::stoi(value());
+    else if (a == "--batch") o.batch = std::stoi(value());
+    else if (a == "--repeats") o.repeats = std::stoi(value());
+    else if (a == "--only") o.only = value();
+    else if (a == "--list") o.list = true;
+    else if (a == "--no-ceiling") o.ceiling = false;
+    else if (a == "--budget") o.budget = std::stoul(value());
+    else if (a == "--threading") {
+      using nostrum::layers::ConvThreading;
+      const std::string v = value();
+      if (v == "auto") o.threadings = {ConvThreading::kAuto};
+      else if (v == "shared") o.threadings = {ConvThreading::kSharedGemm};
+      else if (v == "per-thread") o.threadings = {ConvThreading::kPerThread};
+      else if (v == "all")  // interleaved per conv, so that the modes see the same machine load
+        o.threadings = {ConvThreading::kAuto, ConvThreading::kSharedGemm, ConvThreading::kPerThread};
+      else throw nostrum::OptionError("unknown threading '" + v + "'", "--threading",
+                                      "use auto, shared, per-thread or all");
+    } else if (a == "--help" || a == "-h") {
+      std::printf("usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
+                  "[--threading auto|shared|per-thread|all] [--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling]\n"
+                  "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
+                  "SGEMM probe\n");
+      std::exit(0);
+    } else {
+      throw nostrum::OptionError("unknown option", a, "see --help");
+    }
+  }
+  NOSTRUM_CHECK(o.image > 0 && o.batch > 0 && o.repeats > 0, nostrum::OptionError,
+                "--image, --batch and --repeats must be positive", "options");
+  return o;
+}
+
+// GFLOP/s of a 2048^3 SGEMM on the whole pool: the machine's practical fp32 ceiling.
+double sgemm_ceiling(int repeats) {
+  const int n = 2048;
+  std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
+  fill_random(a.data(), a.size(), 1);
+  fill_random(b.data(), b.size(), 2);
+  const double s = best_seconds(repeats, [&] {
+    nostrum::kernels::gemm(nostrum::kernels::Trans::kNo, nostrum::kernels::Trans::kNo, n, n, n,
+                           1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  });
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+  const auto convs = nostrum::bench::resnet50_convs(opt.image, opt.batch);
+  nostrum::layers::ConvOptions conv_options;
+  conv_options.column_budget_floats = opt.budget;
+  if (opt.list) {
+    for (const auto& c : convs) {
+      const auto& g = c.geometry;
+      std::printf("{\"conv\": \"%s\", \"count\": %d, \"N\": %d, \"H\": %d, \"W\": %d, "
+                  "\"C\": %d, \"K\": %d, \"R\": %d, \"S\": %d, \"stride\": %d, \"pad\": %d}\n",
+                  c.name.c_str(), c.count, g.N, g.H, g.W, g.C, g.K, g.R, g.S, g.stride, g.pad);
+    }
+    return 0;
+  }
+
+  size_t in_max = 0, out_max = 0, w_max = 0, scratch_max = 0;
+  for (const auto& c : convs) {
+    const auto& g = c.geometry;
+    in_max = std::max(in_max, size_t(g.N) * g.H * g.W * g.C);
+    out_max = std::max(out_max, size_t(g.N) * g.P() * g.Q() * g.K);
+    w_max = std::max(w_max, size_t(g.K) * g.C * g.R * g.S);
+    scratch_max = std::max(scratch_max, nostrum::layers::conv2d_scratch_floats(g, conv_options));
+  }
+  nostrum::Arena arena(4 * nostrum::Arena::padded(in_max) + 2 * nostrum::Arena::padded(out_max) +
+                           2 * nostrum::Arena::padded(w_max) + nostrum::Arena::padded(scratch_max),
+                       "conv bench");
+  float* in = arena.take(in_max, "in");
+  float* d_in = arena.take(in_max, "d_in");
+  float* out = arena.take(out_max, "out");
+  float* d_out = arena.take(out_max, "d_out");
+  float* weight = arena.take(w_max, "weight");
+  float* d_weight = arena.take(w_max, "d_weight");
+  float* scratch = arena.take(scratch_max, "scratch");
+  fill_random(in, in_max, 3);
+  fill_random(d_out, out_max, 4);
+  fill_random(weight, w_max, 5);
+
+  const double ceiling = opt.ceiling ? sgemm_ceiling(opt.repeats) : 0.0;
+  auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
+  std::printf("# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s\n",
+              omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), ceiling);
+  std::printf("# %-36s %-10s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
+              "conv", "threading", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%", "bwd-w%");
+  double total_flops = 0.0, total_seconds = 0.0;
+  for (const auto& c : convs) {
+    if (!opt.only.empty() && c.name.find(opt.only) == std::string::npos) continue;
+    const auto& g = c.geometry;
+    const double flops = g.forward_flops();
+    for (const auto threading : opt.threadings) {
+    conv_options.threading = threading;
+    const char* mode = threading == nostrum::layers::ConvThreading::kAuto         ? "auto"
+                       : threading == nostrum::layers::ConvThreading::kSharedGemm ? "shared"
+                                                                                  : "per-thread";
+    const double fwd = best_seconds(opt.repeats, [&] {
+      nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
+    });
+    const double bwd_w = best_seconds(opt.repeats, [&] {
+      nostrum::layers::conv2d_backward_weights(d_weight, d_out, in, g, scratch, conv_options);
+    });
+    const double bwd_d = best_seconds(opt.repeats, [&] {
+      nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
+    });
+    const double gf = flops * 1e-9;
+    std::printf("  %-36s %-10s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
+                c.name.c_str(), mode, c.count, gf / fwd, gf / bwd_d, gf / bwd_w,
+                pct(gf / fwd), pct(gf / bwd_d), pct(gf / bwd_w),
+                fwd * 1e3, bwd_d * 1e3, bwd_w * 1e3);
+    std::printf("{\"conv\": \"%s\", \"threading\": \"%s\", \"count\": %d, \"threads\": %d, \"gflop\": %.4f, "
+                "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
+                "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
+                c.name.c_str(), mode, c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
+                gf / bwd_w, ceiling);
+    if (threading != opt.threadings.front()) continue;  // totals of the first mode
+    const bool stem = g.C <= 4;  // the stem needs no input gradient
+    total_flops += c.count * flops * (stem ? 2 : 3);
+    total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
+    }
+  }
+  std::printf("# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
+              "SGEMM)\n",
+              total_flops * 1e-9, total_seconds, total_flops * 1e-9 / total_seconds,
+              pct(total_flops * 1e-9 / total_seconds));
+  return 0;
+} catch (const nostrum::Error& e) {
+  std::fprintf(stderr, "nostrum-conv-bench: %s (%s) %s\n", e.what(), e.where().c_str(),
+               e.hint().c_str());
+  return 2;
+}

@@ -1,0 +1,190 @@
+// nostrum-bench: times whole training steps (forward, loss, backward, SGD update) of one model on
+// synthetic data and prints one JSON line; --layers adds a per-layer profile (forward,
+// backward-data, backward-weights: ms, GFLOP/s, share of the step) as '#' lines before it.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/model/model.hpp"
+#include "nostrum/optim/sgd.hpp"
+
+namespace {
+
+struct Options {
+  std::string model = "resnet50";
+  int height = 224, width = 224, channels = 3;
+  int batch = 32, threads = 0, steps = 5, warmup = 1, classes = 0;
+  bool layers = false;
+};
+
+const char* kUsage =
+    "usage: nostrum-bench --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]\n"
+    "                     [--classes K] [--layers]\n"
+    "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
+    "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
+    "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones.\n";
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      NOSTRUM_CHECK(i + 1 < argc, nostrum::OptionError, "missing value", a, kUsage);
+      return argv[++i];
+    };
+    auto number = [&](const std::string& v) {
+      try {
+        size_t used = 0;
+        const int x = std::stoi(v, &used);
+        if (used == v.size() && x >= 0) return x;
+      } catch (const std::exception&) {
+      }
+      throw nostrum::OptionError("'" + v + "' is not a non-negative integer", a, kUsage);
+    };
+    if (a == "--model") {
+      o.model = value();
+    } else if (a == "--image") {
+      const std::string v = value();
+      if (std::sscanf(v.c_str(), "%dx%dx%d", &o.height, &o.width, &o.channels) != 3 ||
+          o.height <= 0 || o.width <= 0 || o.channels <= 0)
+        throw nostrum::OptionError("'" + v + "' is not HxWxC (e.g. 224x224x3)", a, kUsage);
+    } else if (a == "--batch") {
+      o.batch = number(value());
+    } else if (a == "--threads") {
+      o.threads = number(value());
+    } else if (a == "--steps") {
+      o.steps = number(value());
+    } else if (a == "--warmup") {
+      o.warmup = number(value());
+    } else if (a == "--classes") {
+      o.classes = number(value());
+    } else if (a == "--layers") {
+      o.layers = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else {
+      throw nostrum::OptionError("unknown option", a, kUsage);
+    }
+  }
+  NOSTRUM_CHECK(o.batch > 0 && o.steps > 0, nostrum::OptionError,
+                "--batch and --steps must be positive", "options", kUsage);
+  return o;
+}
+
+// Sums each layer's time per phase over the timed steps, in the order layers first ran.
+class LayerProfile final : public nostrum::model::LayerObserver {
+ public:
+  void on_layer(const std::string& layer, nostrum::model::Phase phase, double t0,
+                double t1) override {
+    auto it = index_.find(layer);
+    if (it == index_.end()) {
+      it = index_.emplace(layer, rows_.size()).first;
+      rows_.push_back({layer, {0.0, 0.0, 0.0}});
+    }
+    rows_[it->second].seconds[int(phase)] += t1 - t0;
+  }
+
+  // '#' lines: per layer ms per step and GFLOP/s of forward, backward-data, backward-weights.
+  void print(const nostrum::model::Model& model, int steps, int batch, double step_s) const {
+    std::printf("# %-26s %9s %7s %9s %7s %9s %7s %6s\n", "layer", "fwd ms", "GF/s", "bwd-d ms",
+                "GF/s", "bwd-w ms", "GF/s", "step%");
+    double covered = 0.0;
+    for (const auto& r : rows_) {
+      const double flops = model.layer_flops_per_image(r.layer) * batch;
+      double ms[3], total = 0.0;
+      for (int p = 0; p < 3; ++p) {
+        ms[p] = 1e3 * r.seconds[p] / steps;
+        total += r.seconds[p] / steps;
+      }
+      covered += total;
+      auto rate = [&](double t_ms) { return flops > 0 && t_ms > 0 ? flops / (t_ms * 1e6) : 0.0; };
+      std::printf("# %-26s %9.2f %7.1f %9.2f %7.1f %9.2f %7.1f %6.2f\n", r.layer.c_str(), ms[0],
+                  rate(ms[0]), ms[1], rate(ms[1]), ms[2], rate(ms[2]), 100.0 * total / step_s);
+    }
+    std::printf("# layers cover %.1f %% of the step (the rest: loss, optimizer update)\n",
+                100.0 * covered / step_s);
+  }
+
+ private:
+  struct Row {
+    std::string layer;
+    double seconds[3];
+  };
+  std::map<std::string, size_t> index_;
+  std::vector<Row> rows_;
+};
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+  if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  const int threads = omp_get_max_threads();
+
+  nostrum::model::ModelConfig config;
+  config.name = opt.model;
+  config.in_channels = opt.channels;
+  auto spec = nostrum::model::resnet_spec(config);  // validates the name
+  config.num_classes = opt.classes > 0 ? opt.classes : (spec.imagenet_stem ? 1000 : 10);
+  auto model = nostrum::model::Model::create(config);
+  model->build(opt.batch, opt.height, opt.width);
+  model->init(1);
+  nostrum::optim::SgdOptions sgd_options;
+  sgd_options.momentum = 0.9f;
+  sgd_options.weight_decay = 5e-5f;
+  nostrum::optim::Sgd sgd(model->parameters(), sgd_options);
+
+  std::vector<float> images(size_t(opt.batch) * opt.height * opt.width * opt.channels);
+  std::vector<int32_t> labels(opt.batch);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : images) x = normal(rng);
+  for (int i = 0; i < opt.batch; ++i) labels[i] = int32_t(rng() % config.num_classes);
+
+  LayerProfile profile;
+  std::vector<double> step_s;
+  double loss = 0.0;
+  for (int s = 0; s < opt.warmup + opt.steps; ++s) {
+    if (s == opt.warmup && opt.layers) model->set_observer(&profile);
+    const double t0 = omp_get_wtime();
+    model->forward(images.data(), opt.batch, true);
+    loss = model->loss(labels.data(), 0.1f, 1.0f / opt.batch);
+    model->backward();
+    sgd.step(0.01f);
+    if (s >= opt.warmup) step_s.push_back(omp_get_wtime() - t0);
+  }
+  std::vector<double> sorted = step_s;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  if (opt.layers) {
+    double mean = 0.0;
+    for (double t : step_s) mean += t / step_s.size();
+    profile.print(*model, opt.steps, opt.batch, mean);
+  }
+  std::printf(
+      "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
+      "\"images_per_second\": %.3f, \"gflops\": %.2f, \"peak_rss_mb\": %.0f, "
+      "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f}\n",
+      opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
+      opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
+      peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss);
+  return 0;
+} catch (const nostrum::Error& e) {
+  std::fprintf(stderr, "nostrum-bench: %s\n", e.what());
+  return 2;
+}
