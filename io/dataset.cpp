@@ -48,7 +48,8 @@ Manifest Manifest::read(const std::string& dir) {
       int64_t version = 0;
       fields >> format >> version;
       need(!fields.fail());
-      NOSTRUM_CHECK(format == "nostrum-dataset", DataError, "not a nostrum dataset manifest", where);
+      NOSTRUM_CHECK(format == "nostrum-dataset", DataError, "not a nostrum dataset manifest",
+                    where);
       NOSTRUM_CHECK(version == kManifestVersion, DataError,
                     "manifest version " + std::to_string(version) + ", this build reads " +
                         std::to_string(kManifestVersion),
@@ -87,7 +88,8 @@ Manifest Manifest::read(const std::string& dir) {
       SplitInfo* target = nullptr;
       for (SplitInfo& s : m.splits)
         if (s.name == split) target = &s;
-      NOSTRUM_CHECK(target, DataError, "line refers to split '" + split + "' before its split line", where);
+      NOSTRUM_CHECK(target, DataError, "line refers to split '" + split + "' before its split line",
+                    where);
       if (key == "shard") {
         ShardInfo shard;
         fields >> shard.count;
@@ -149,7 +151,8 @@ void Manifest::write(const std::string& dir) const {
     out.flush();
     NOSTRUM_CHECK(out.good(), IoError, "cannot write the manifest", partial);
   }
-  NOSTRUM_CHECK(std::rename(partial.c_str(), path.c_str()) == 0, IoError, "cannot rename the manifest", path);
+  NOSTRUM_CHECK(std::rename(partial.c_str(), path.c_str()) == 0, IoError,
+                "cannot rename the manifest", path);
 }
 
 }  // namespace nostrum::io

@@ -25,8 +25,8 @@ struct SkippedInput {
 };
 
 struct SplitInfo {
-  std::string name;  // "train", "val"
-  int64_t count = 0; // sum of its shards' counts
+  std::string name;   // "train", "val"
+  int64_t count = 0;  // sum of its shards' counts
   std::vector<ShardInfo> shards;
   std::vector<SkippedInput> skipped;
 };

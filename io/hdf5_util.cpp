@@ -22,14 +22,29 @@ H5Handle& H5Handle::operator=(H5Handle&& other) noexcept {
 H5Handle::~H5Handle() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
 }
 
@@ -37,7 +52,9 @@ H5Quiet::H5Quiet() {
   H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
-H5Quiet::~H5Quiet() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+H5Quiet::~H5Quiet() {
+  H5Eset_auto2(H5E_DEFAULT, func_, data_);
+}
 
 void write_attribute(hid_t object, const char* name, const std::string& value) {
   H5Handle type(H5Tcopy(H5T_C_S1));
@@ -102,7 +119,8 @@ void write_dataset(hid_t file, const char* name, hid_t mem_type, const std::vect
   if (H5Tequal(mem_type, H5T_NATIVE_INT32) > 0) file_type = H5T_STD_I32LE;
   if (H5Tequal(mem_type, H5T_NATIVE_UINT32) > 0) file_type = H5T_STD_U32LE;
   if (H5Tequal(mem_type, H5T_NATIVE_UINT64) > 0) file_type = H5T_STD_U64LE;
-  H5Handle set(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  H5Handle set(
+      H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   NOSTRUM_CHECK(set.valid(), IoError, std::string("cannot create HDF5 dataset ") + name);
   NOSTRUM_CHECK(H5Dwrite(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0, IoError,
                 std::string("cannot write HDF5 dataset ") + name);

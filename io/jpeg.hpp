@@ -1,5 +1,5 @@
-// JPEG decode and encode with libjpeg-turbo's TurboJPEG API. A decoder per thread (a tjhandle is not
-// shareable); decoded pixels are RGB (H, W, 3) uint8, greyscale and CMYK converted.
+// JPEG decode and encode with libjpeg-turbo's TurboJPEG API. A decoder per thread (a tjhandle is
+// not shareable); decoded pixels are RGB (H, W, 3) uint8, greyscale and CMYK converted.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,7 @@ class JpegDecoder {
                   int& height, int& width, const std::string& where);
 
  private:
+  void reset();  // replaces the handle after a failure
   void* handle_ = nullptr;
   std::vector<uint8_t> cmyk_;  // scratch for CMYK JPEGs
 };

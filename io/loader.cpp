@@ -34,8 +34,9 @@ LoaderConfig resolve(LoaderConfig c, const Manifest& m) {
     NOSTRUM_CHECK(c.augment.out_height == m.height && c.augment.out_width == m.width &&
                       c.augment.out_channels == m.channels,
                   OptionError,
-                  "raw images are " + std::to_string(m.height) + "x" + std::to_string(m.width) + "x" +
-                      std::to_string(m.channels) + "; the loader's output must be the same size",
+                  "raw images are " + std::to_string(m.height) + "x" + std::to_string(m.width) +
+                      "x" + std::to_string(m.channels) +
+                      "; the loader's output must be the same size",
                   "output size");
   } else {
     NOSTRUM_CHECK(c.augment.out_channels == 3, OptionError, "JPEG datasets decode to 3 channels",
@@ -115,7 +116,8 @@ void Loader::work() {
   const int64_t window = static_cast<int64_t>(slots_.size());
   for (;;) {
     work_ready_.wait(lock, [&] {
-      return stop_ || (active_ && next_batch_ < sampler_.batches_per_epoch() && next_batch_ < released_ + window);
+      return stop_ || (active_ && next_batch_ < sampler_.batches_per_epoch() &&
+                       next_batch_ < released_ + window);
     });
     if (stop_) return;
     const int64_t b = next_batch_;
@@ -167,7 +169,8 @@ void Loader::process(Scratch& s, Slot& slot, int64_t j, int64_t epoch) {
     const int h = a.out_height, w = a.out_width, c = a.out_channels;
     if (config_.train) {
       const data::PadCropChoice choice = data::draw_pad_crop(rng, a);
-      data::pad_crop_normalise(out, s.bytes.data(), h, w, c, a.pad, choice.dy, choice.dx, choice.flip, a);
+      data::pad_crop_normalise(out, s.bytes.data(), h, w, c, a.pad, choice.dy, choice.dx,
+                               choice.flip, a);
     } else {
       data::pad_crop_normalise(out, s.bytes.data(), h, w, c, 0, 0, 0, false, a);
     }
@@ -185,7 +188,8 @@ void Loader::process(Scratch& s, Slot& slot, int64_t j, int64_t epoch) {
     }
     // The largest DCT scaling that still leaves the crop at least the output size.
     int denominator = 8;
-    while (denominator > 1 && (box.height / denominator < a.out_height || box.width / denominator < a.out_width))
+    while (denominator > 1 &&
+           (box.height / denominator < a.out_height || box.width / denominator < a.out_width))
       denominator /= 2;
     int h = 0, w = 0;
     s.decoder.decode_rgb(s.bytes.data(), s.bytes.size(), denominator, s.pixels, h, w, "");
@@ -200,7 +204,7 @@ void Loader::process(Scratch& s, Slot& slot, int64_t j, int64_t epoch) {
 bool Loader::next(Batch& batch) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
-  NOSTRUM_CHECK(active_ || epoch_ >= 0, OptionError, "start_epoch() must come before next()", "loader");
+  NOSTRUM_CHECK(epoch_ >= 0, OptionError, "start_epoch() must come before next()", "loader");
   if (holding_) {
     holding_ = false;
     ++released_;
@@ -210,8 +214,12 @@ bool Loader::next(Batch& batch) {
   const int64_t b = next_out_;
   Slot& slot = slots_[static_cast<size_t>(b % static_cast<int64_t>(slots_.size()))];
   batch_ready_.wait(lock, [&] {
-    return slot.batch == b && (slot.done == slot.count || slot.error);
+    return !active_ || (slot.batch == b && (slot.done == slot.count || slot.error));
   });
+  if (!active_ && !slot.error) {
+    throw OptionError("next() after a loader error stopped the epoch", "loader",
+                      "call start_epoch() first");
+  }
   if (slot.error) {
     std::exception_ptr error = slot.error;
     stop_epoch(lock);  // let the other threads finish their sample before the trainer unwinds
@@ -224,7 +232,8 @@ bool Loader::next(Batch& batch) {
   batch.samples = slot.samples.data();
   batch.count = slot.count;
   batch.index = b;
-  stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.batches += 1;
   stats_.samples += slot.count;
   return true;

@@ -63,9 +63,9 @@ class Loader {
 
   // Starts filling the epoch's batches (drops what is left of a previous epoch).
   void start_epoch(int64_t epoch);
-  // Blocks until the next batch is ready and hands it out (the previously handed-out buffer goes back
-  // to the threads). Returns false after the epoch's last batch. Re-throws, in this thread, the first
-  // error of a loader thread (its message names the shard file and the sample).
+  // Blocks until the next batch is ready and hands it out (the previously handed-out buffer goes
+  // back to the threads). Returns false after the epoch's last batch. Re-throws, in this thread,
+  // the first error of a loader thread (its message names the shard file and the sample).
   bool next(Batch& batch);
 
   int64_t batches_per_epoch() const { return sampler_.batches_per_epoch(); }
@@ -90,9 +90,9 @@ class Loader {
   };
   struct Scratch;  // per-thread buffers and JPEG decoder
 
-  void work();                                         // loader thread body
+  void work();                                                           // loader thread body
   void process(Scratch& scratch, Slot& slot, int64_t j, int64_t epoch);  // one sample -> slot[j]
-  void stop_epoch(std::unique_lock<std::mutex>& lock); // waits until no thread is busy
+  void stop_epoch(std::unique_lock<std::mutex>& lock);  // waits until no thread is busy
 
   LoaderConfig config_;
   SplitReader reader_;
@@ -105,14 +105,14 @@ class Loader {
   std::condition_variable work_ready_;   // threads wait here
   std::condition_variable batch_ready_;  // next() waits here
   bool stop_ = false;
-  bool active_ = false;       // an epoch is being filled
+  bool active_ = false;  // an epoch is being filled
   int64_t epoch_ = -1;
-  int64_t next_batch_ = 0;    // next batch a thread will start on
-  int64_t next_sample_ = 0;   // position in next_batch_
-  int64_t released_ = 0;      // batches the trainer has handed back (slots free for reuse)
-  int64_t next_out_ = 0;      // next batch next() hands out
-  bool holding_ = false;      // the trainer holds batch next_out_ - 1
-  int busy_ = 0;              // threads processing samples
+  int64_t next_batch_ = 0;   // next batch a thread will start on
+  int64_t next_sample_ = 0;  // position in next_batch_
+  int64_t released_ = 0;     // batches the trainer has handed back (slots free for reuse)
+  int64_t next_out_ = 0;     // next batch next() hands out
+  bool holding_ = false;     // the trainer holds batch next_out_ - 1
+  int busy_ = 0;             // threads processing samples
   LoaderStats stats_;
   std::vector<std::thread> threads_;
 };

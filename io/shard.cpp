@@ -16,7 +16,9 @@
 
 namespace nostrum::io {
 
-const char* to_string(ImageKind kind) { return kind == ImageKind::jpeg ? "jpeg" : "raw"; }
+const char* to_string(ImageKind kind) {
+  return kind == ImageKind::jpeg ? "jpeg" : "raw";
+}
 
 ImageKind parse_image_kind(const std::string& name, const std::string& where) {
   if (name == "jpeg") return ImageKind::jpeg;
@@ -46,7 +48,9 @@ uint32_t crc32_of(const uint8_t* bytes, size_t size, uint32_t crc) {
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // The sample checksum of sample i of a ShardContents.
 uint32_t sample_crc(const ShardContents& c, size_t i, size_t raw_size) {
@@ -70,7 +74,8 @@ void write_shard(const std::string& path, const ShardContents& c) {
   std::vector<uint32_t> crcs(n);
   for (size_t i = 0; i < n; ++i) crcs[i] = sample_crc(c, i, raw_size);
   uint32_t payload_crc = crc32_of(c.images.data(), c.images.size());
-  payload_crc = crc32_of(reinterpret_cast<const uint8_t*>(c.labels.data()), n * sizeof(int32_t), payload_crc);
+  payload_crc =
+      crc32_of(reinterpret_cast<const uint8_t*>(c.labels.data()), n * sizeof(int32_t), payload_crc);
 
   const std::string partial = path + ".partial";
   {
@@ -115,8 +120,8 @@ void read_index(hid_t file, const char* name, hid_t mem_type, int64_t count, std
   H5Handle set(H5Dopen2(file, name, H5P_DEFAULT));
   H5Handle space(H5Dget_space(set.get()));
   NOSTRUM_CHECK(H5Sget_simple_extent_npoints(space.get()) == count, DataError,
-                std::string("dataset '") + name + "' does not hold count = " + std::to_string(count) +
-                    " values",
+                std::string("dataset '") + name +
+                    "' does not hold count = " + std::to_string(count) + " values",
                 where);
   out.resize(static_cast<size_t>(count));
   NOSTRUM_CHECK(H5Dread(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0,
@@ -132,16 +137,24 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
     struct stat st;
     NOSTRUM_CHECK(::stat(path.c_str(), &st) == 0, IoError, "shard missing: " + errno_text(), path,
                   "is the dataset directory complete?");
-    NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, DataError, "not an HDF5 file (corrupt shard?)", path);
-    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, DataError, "not an HDF5 file (corrupt shard?)",
+                  path);
+    // Read-only and never rewritten while training: no HDF5 file locks (they fail on some parallel
+    // file systems, see FACTS.md).
+    H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(access.get(), false, true);
+#endif
+    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
     NOSTRUM_CHECK(file.valid(), DataError, "cannot open shard (corrupt HDF5?)", path);
     const hid_t f = file.get();
     const std::string format = read_string_attribute(f, "format", path);
-    NOSTRUM_CHECK(format == kShardFormat, DataError, "format is '" + format + "', not nostrum-shard", path);
+    NOSTRUM_CHECK(format == kShardFormat, DataError,
+                  "format is '" + format + "', not nostrum-shard", path);
     const int64_t version = read_int_attribute(f, "format_version", path);
     NOSTRUM_CHECK(version == kShardFormatVersion, DataError,
-                  "shard format version " + std::to_string(version) + ", this build reads version " +
-                      std::to_string(kShardFormatVersion),
+                  "shard format version " + std::to_string(version) +
+                      ", this build reads version " + std::to_string(kShardFormatVersion),
                   path);
     kind_ = parse_image_kind(read_string_attribute(f, "image_kind", path), path);
     const int64_t count = read_int_attribute(f, "count", path);
@@ -153,11 +166,12 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
     read_index(f, "labels", H5T_NATIVE_INT32, count, labels_, path);
     read_index(f, "sample_crc32", H5T_NATIVE_UINT32, count, crcs_, path);
 
-    NOSTRUM_CHECK(H5Lexists(f, "images", H5P_DEFAULT) > 0, DataError, "missing dataset 'images'", path);
+    NOSTRUM_CHECK(H5Lexists(f, "images", H5P_DEFAULT) > 0, DataError, "missing dataset 'images'",
+                  path);
     H5Handle images(H5Dopen2(f, "images", H5P_DEFAULT));
     H5Handle type(H5Dget_type(images.get()));
-    NOSTRUM_CHECK(H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1, DataError,
-                  "dataset 'images' must be uint8", path);
+    NOSTRUM_CHECK(H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1,
+                  DataError, "dataset 'images' must be uint8", path);
     H5Handle plist(H5Dget_create_plist(images.get()));
     NOSTRUM_CHECK(H5Pget_layout(plist.get()) == H5D_CONTIGUOUS, DataError,
                   "dataset 'images' must be contiguous (unchunked, uncompressed)", path,
@@ -176,7 +190,8 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
                     "raw shard needs height, width > 0 and channels 1 or 3", path);
       const uint64_t size = uint64_t(height_) * width_ * channels_;
       NOSTRUM_CHECK(payload_size_ == size * count, DataError,
-                    "raw images dataset does not hold count x height x width x channels bytes", path);
+                    "raw images dataset does not hold count x height x width x channels bytes",
+                    path);
       offsets_.resize(static_cast<size_t>(count));
       lengths_.assign(static_cast<size_t>(count), static_cast<uint32_t>(size));
       for (int64_t i = 0; i < count; ++i) offsets_[static_cast<size_t>(i)] = uint64_t(i) * size;
@@ -188,8 +203,9 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
                       std::to_string(num_classes) + ")",
                   path + " sample " + std::to_string(i));
     NOSTRUM_CHECK(offsets_[i] + lengths_[i] <= payload_size_ && lengths_[i] > 0, DataError,
-                  "sample bytes [" + std::to_string(offsets_[i]) + ", +" + std::to_string(lengths_[i]) +
-                      ") lie outside the payload of " + std::to_string(payload_size_) + " bytes",
+                  "sample bytes [" + std::to_string(offsets_[i]) + ", +" +
+                      std::to_string(lengths_[i]) + ") lie outside the payload of " +
+                      std::to_string(payload_size_) + " bytes",
                   path + " sample " + std::to_string(i));
     max_length_ = std::max<size_t>(max_length_, lengths_[i]);
   }
@@ -202,10 +218,20 @@ ShardReader::~ShardReader() {
 }
 
 ShardReader::ShardReader(ShardReader&& o) noexcept
-    : path_(std::move(o.path_)), fd_(o.fd_), kind_(o.kind_), height_(o.height_), width_(o.width_),
-      channels_(o.channels_), payload_offset_(o.payload_offset_), payload_size_(o.payload_size_),
-      payload_crc_(o.payload_crc_), offsets_(std::move(o.offsets_)), lengths_(std::move(o.lengths_)),
-      labels_(std::move(o.labels_)), crcs_(std::move(o.crcs_)), max_length_(o.max_length_) {
+    : path_(std::move(o.path_)),
+      fd_(o.fd_),
+      kind_(o.kind_),
+      height_(o.height_),
+      width_(o.width_),
+      channels_(o.channels_),
+      payload_offset_(o.payload_offset_),
+      payload_size_(o.payload_size_),
+      payload_crc_(o.payload_crc_),
+      offsets_(std::move(o.offsets_)),
+      lengths_(std::move(o.lengths_)),
+      labels_(std::move(o.labels_)),
+      crcs_(std::move(o.crcs_)),
+      max_length_(o.max_length_) {
   o.fd_ = -1;
 }
 
@@ -216,7 +242,8 @@ void pread_all(int fd, uint8_t* out, size_t size, uint64_t offset, const std::st
     const ssize_t got = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
     NOSTRUM_CHECK(got > 0, DataError,
-                  got == 0 ? "shard is truncated (short read)" : "read failed: " + errno_text(), where);
+                  got == 0 ? "shard is truncated (short read)" : "read failed: " + errno_text(),
+                  where);
     done += static_cast<size_t>(got);
   }
 }
@@ -226,7 +253,9 @@ void ShardReader::read(int64_t i, std::vector<uint8_t>& out, const std::string& 
   const size_t k = static_cast<size_t>(i);
   const size_t size = lengths_[k];
   out.resize(size);  // keeps its capacity: no allocation once the largest sample has been read
-  const auto name = [&]() { return where.empty() ? path_ + " sample " + std::to_string(i) : where; };
+  const auto name = [&]() {
+    return where.empty() ? path_ + " sample " + std::to_string(i) : where;
+  };
   pread_all(fd_, out.data(), size, payload_offset_ + offsets_[k], name());
   const uint32_t crc = crc32_of(out.data(), size);
   NOSTRUM_CHECK(crc == crcs_[k], DataError, "sample checksum mismatch (corrupt shard)", name());
@@ -236,12 +265,14 @@ void ShardReader::verify_payload() const {
   std::vector<uint8_t> buffer(size_t{8} << 20);
   uint32_t crc = 0;
   for (uint64_t done = 0; done < payload_size_;) {
-    const size_t piece = static_cast<size_t>(std::min<uint64_t>(buffer.size(), payload_size_ - done));
+    const size_t piece =
+        static_cast<size_t>(std::min<uint64_t>(buffer.size(), payload_size_ - done));
     pread_all(fd_, buffer.data(), piece, payload_offset_ + done, path_);
     crc = crc32_of(buffer.data(), piece, crc);
     done += piece;
   }
-  crc = crc32_of(reinterpret_cast<const uint8_t*>(labels_.data()), labels_.size() * sizeof(int32_t), crc);
+  crc = crc32_of(reinterpret_cast<const uint8_t*>(labels_.data()), labels_.size() * sizeof(int32_t),
+                 crc);
   NOSTRUM_CHECK(crc == payload_crc_, DataError, "payload checksum mismatch (corrupt shard)", path_);
 }
 

@@ -33,8 +33,9 @@ struct ShardContents {
 // crc32 (zlib) of a byte range, continuing from crc (0 to start).
 uint32_t crc32_of(const uint8_t* bytes, size_t size, uint32_t crc = 0);
 
-// Writes `path` atomically: into path + ".partial", flushed and closed, then renamed. An interrupted
-// write leaves only the .partial file, never a shard that looks complete. IoError on failure.
+// Writes `path` atomically: into path + ".partial", flushed and closed, then renamed. An
+// interrupted write leaves only the .partial file, never a shard that looks complete. IoError on
+// failure.
 void write_shard(const std::string& path, const ShardContents& contents);
 
 // A shard opened for reading: its index in memory, sample bytes read with pread (thread-safe).
@@ -59,13 +60,13 @@ class ShardReader {
   size_t sample_size(int64_t i) const { return lengths_[static_cast<size_t>(i)]; }
   size_t max_sample_size() const { return max_length_; }
 
-  // Reads sample i into out (resized to the sample's size; no allocation once its capacity holds the
-  // largest sample) and checks its
-  // crc32; DataError naming the file and sample on a short read or checksum mismatch.
-  // `where` names the sample in errors (default: "<path> sample <i>").
+  // Reads sample i into out (resized to the sample's size; no allocation once its capacity holds
+  // the largest sample) and checks its crc32; DataError naming the file and sample on a short read
+  // or checksum mismatch. `where` names the sample in errors (default: "<path> sample <i>").
   void read(int64_t i, std::vector<uint8_t>& out, const std::string& where = {}) const;
 
-  // Recomputes the whole payload's crc32 against the payload_crc32 attribute (nostrum-shards verify).
+  // Recomputes the whole payload's crc32 against the payload_crc32 attribute (nostrum-shards
+  // verify).
   void verify_payload() const;
 
  private:

@@ -52,7 +52,8 @@ std::string shape_string(const std::vector<hsize_t>& dims) {
 
 void write_int_attribute(hid_t loc, const char* name, int value, const std::string& path) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate2(loc, name, H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Handle attr(H5Acreate2(loc, name, H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose);
   NOSTRUM_CHECK(attr.ok() && H5Awrite(attr.get(), H5T_NATIVE_INT, &value) >= 0, IoError,
                 std::string("cannot write attribute ") + name, path);
 }
@@ -75,7 +76,8 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* out) {
 
 }  // namespace
 
-void save_weights(const std::string& path, const ParameterTable& table, const std::string& model_name) {
+void save_weights(const std::string& path, const ParameterTable& table,
+                  const std::string& model_name) {
   QuietHdf5 quiet;
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   NOSTRUM_CHECK(file.ok(), IoError, "cannot create weights file", path,
@@ -88,8 +90,9 @@ void save_weights(const std::string& path, const ParameterTable& table, const st
   for (const auto& p : table) {
     std::vector<hsize_t> dims;
     for (int i = 0; i < p.shape.rank(); ++i) dims.push_back(static_cast<hsize_t>(p.shape[i]));
-    Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
-                              : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+    Handle space(dims.empty()
+                     ? H5Screate(H5S_SCALAR)
+                     : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                  H5Sclose);
     Handle set(H5Dcreate2(group.get(), p.name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
                           H5P_DEFAULT, H5P_DEFAULT),
@@ -98,17 +101,18 @@ void save_weights(const std::string& path, const ParameterTable& table, const st
                                        p.value) >= 0,
                   IoError, "cannot write dataset /model/" + p.name, path);
   }
-  NOSTRUM_CHECK(H5Fflush(file.get(), H5F_SCOPE_LOCAL) >= 0, IoError, "cannot flush weights file", path);
+  NOSTRUM_CHECK(H5Fflush(file.get(), H5F_SCOPE_LOCAL) >= 0, IoError, "cannot flush weights file",
+                path);
 }
 
 void load_weights(const std::string& path, ParameterTable& table) {
   QuietHdf5 quiet;
-  NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, IoError,
-                "not an HDF5 file (or it does not exist)", path,
-                "give a weights file written by nostrum or tools/weights/torch_to_h5.py");
+  NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, IoError, "not an HDF5 file (or it does not exist)",
+                path, "give a weights file written by nostrum or tools/weights/torch_to_h5.py");
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   NOSTRUM_CHECK(file.ok(), IoError, "cannot open weights file", path);
-  NOSTRUM_CHECK(H5Aexists(file.get(), "format_version") > 0 && H5Lexists(file.get(), "model", H5P_DEFAULT) > 0,
+  NOSTRUM_CHECK(H5Aexists(file.get(), "format_version") > 0 &&
+                    H5Lexists(file.get(), "model", H5P_DEFAULT) > 0,
                 IoError, "not a nostrum weights file (no format_version attribute or /model group)",
                 path, "convert PyTorch weights with tools/weights/torch_to_h5.py");
   int version = 0;
@@ -118,7 +122,8 @@ void load_weights(const std::string& path, ParameterTable& table) {
                   "cannot read format_version", path);
   }
   NOSTRUM_CHECK(version >= 1 && version <= kWeightsFormatVersion, IoError,
-                "weights format version " + std::to_string(version) + " is not supported (this build reads 1.." +
+                "weights format version " + std::to_string(version) +
+                    " is not supported (this build reads 1.." +
                     std::to_string(kWeightsFormatVersion) + ")",
                 path);
   Handle group(H5Gopen2(file.get(), "model", H5P_DEFAULT), H5Gclose);

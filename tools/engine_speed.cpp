@@ -18,7 +18,8 @@ namespace {
 
 class LayerTimes final : public nostrum::model::LayerObserver {
  public:
-  void on_layer(const std::string& layer, nostrum::model::Phase phase, double t0, double t1) override {
+  void on_layer(const std::string& layer, nostrum::model::Phase phase, double t0,
+                double t1) override {
     auto& slot = phase == nostrum::model::Phase::kForward ? forward_[layer] : backward_[layer];
     slot += t1 - t0;
     if (std::find(order_.begin(), order_.end(), layer) == order_.end()) order_.push_back(layer);
@@ -46,13 +47,20 @@ int main(int argc, char** argv) {
   bool layers = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* flag) { return std::strcmp(argv[i], flag) == 0 && i + 1 < argc; };
-    if (arg("--model")) name = argv[++i];
-    else if (arg("--batch")) batch = std::atoi(argv[++i]);
-    else if (arg("--size")) hw = std::atoi(argv[++i]);
-    else if (arg("--channels")) channels = std::atoi(argv[++i]);
-    else if (arg("--classes")) classes = std::atoi(argv[++i]);
-    else if (arg("--steps")) steps = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--layers") == 0) layers = true;
+    if (arg("--model"))
+      name = argv[++i];
+    else if (arg("--batch"))
+      batch = std::atoi(argv[++i]);
+    else if (arg("--size"))
+      hw = std::atoi(argv[++i]);
+    else if (arg("--channels"))
+      channels = std::atoi(argv[++i]);
+    else if (arg("--classes"))
+      classes = std::atoi(argv[++i]);
+    else if (arg("--steps"))
+      steps = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--layers") == 0)
+      layers = true;
     else {
       std::fprintf(stderr,
                    "usage: nostrum-engine-speed [--model resnet50] [--batch 32] [--size 224] "
@@ -69,7 +77,8 @@ int main(int argc, char** argv) {
     model->build(batch, hw, hw);
     model->init(1);
     std::vector<float> images(static_cast<size_t>(batch) * hw * hw * channels);
-    for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>((i * 7919) % 255) / 255.0f;
+    for (size_t i = 0; i < images.size(); ++i)
+      images[i] = static_cast<float>((i * 7919) % 255) / 255.0f;
     std::vector<int32_t> labels(batch);
     for (int i = 0; i < batch; ++i) labels[i] = i % classes;
     LayerTimes times;
@@ -87,9 +96,10 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
         "\"images_per_second\": %.3f, \"gflops\": %.1f, \"step_seconds\": %.4f, "
-        "\"openblas_core\": \"%s\"}\n",
+        "\"arena_mb\": %.0f, \"openblas_core\": \"%s\"}\n",
         name.c_str(), hw, hw, channels, batch, omp_get_max_threads(), batch / median,
         model->training_flops_per_image() * batch / median * 1e-9, median,
+        (model->activation_bytes() + 2.0 * model->parameter_count() * sizeof(float)) / 1048576.0,
         nostrum::kernels::blas_core_name().c_str());
     if (layers) times.print(steps);
   } catch (const std::exception& e) {

@@ -13,13 +13,19 @@ void validate(const AugmentConfig& c) {
   const auto bad = [](const std::string& what, const std::string& field) {
     throw OptionError(what, "augmentation option " + field);
   };
-  if (c.out_height <= 0 || c.out_width <= 0) bad("output size must be positive", "out_height/out_width");
-  if (c.out_channels != 1 && c.out_channels != 3) bad("output channels must be 1 or 3", "out_channels");
-  if (!(c.min_scale > 0 && c.min_scale <= c.max_scale && c.max_scale <= 1)) bad("need 0 < min_scale <= max_scale <= 1", "scale");
-  if (!(c.min_ratio > 0 && c.min_ratio <= c.max_ratio)) bad("need 0 < min_ratio <= max_ratio", "ratio");
-  if (c.eval_resize < std::min(c.out_height, c.out_width)) bad("eval_resize must be >= the output size", "eval_resize");
+  if (c.out_height <= 0 || c.out_width <= 0)
+    bad("output size must be positive", "out_height/out_width");
+  if (c.out_channels != 1 && c.out_channels != 3)
+    bad("output channels must be 1 or 3", "out_channels");
+  if (!(c.min_scale > 0 && c.min_scale <= c.max_scale && c.max_scale <= 1))
+    bad("need 0 < min_scale <= max_scale <= 1", "scale");
+  if (!(c.min_ratio > 0 && c.min_ratio <= c.max_ratio))
+    bad("need 0 < min_ratio <= max_ratio", "ratio");
+  if (c.eval_resize < std::min(c.out_height, c.out_width))
+    bad("eval_resize must be >= the output size", "eval_resize");
   if (c.pad < 0) bad("pad must be >= 0", "pad");
-  if (static_cast<int>(c.mean.size()) != c.out_channels || static_cast<int>(c.std.size()) != c.out_channels)
+  if (static_cast<int>(c.mean.size()) != c.out_channels ||
+      static_cast<int>(c.std.size()) != c.out_channels)
     bad("mean and std need one value per output channel", "mean/std");
   for (float s : c.std)
     if (!(s > 0)) bad("std values must be positive", "std");
@@ -51,7 +57,8 @@ CropBox random_resized_crop(SampleRng& rng, int height, int width, const Augment
 }
 
 CropBox centre_crop(int height, int width, const AugmentConfig& c) {
-  const float scale = static_cast<float>(c.eval_resize) / static_cast<float>(std::min(height, width));
+  const float scale =
+      static_cast<float>(c.eval_resize) / static_cast<float>(std::min(height, width));
   const float h = std::min(float(height), c.out_height / scale);
   const float w = std::min(float(width), c.out_width / scale);
   return {(height - h) / 2, (width - w) / 2, h, w};
@@ -98,8 +105,8 @@ void resample_normalise(float* out, const uint8_t* src, int src_h, int src_w, in
   }
 }
 
-void pad_crop_normalise(float* out, const uint8_t* src, int h, int w, int c, int pad, int dy, int dx,
-                        bool flip, const AugmentConfig& config) {
+void pad_crop_normalise(float* out, const uint8_t* src, int h, int w, int c, int pad, int dy,
+                        int dx, bool flip, const AugmentConfig& config) {
   for (int i = 0; i < h; ++i) {
     const int y = i + dy - pad;
     for (int j = 0; j < w; ++j) {
@@ -107,7 +114,8 @@ void pad_crop_normalise(float* out, const uint8_t* src, int h, int w, int c, int
       const bool inside = y >= 0 && y < h && x >= 0 && x < w;
       for (int k = 0; k < c; ++k) {
         const float v = inside ? src[(static_cast<size_t>(y) * w + x) * c + k] : 0.0f;
-        out[(static_cast<size_t>(i) * w + j) * c + k] = (v / 255.0f - config.mean[k]) / config.std[k];
+        out[(static_cast<size_t>(i) * w + j) * c + k] =
+            (v / 255.0f - config.mean[k]) / config.std[k];
       }
     }
   }

@@ -23,17 +23,22 @@ TailPolicy parse_tail_policy(const std::string& name) {
 
 const char* to_string(TailPolicy policy) {
   switch (policy) {
-    case TailPolicy::drop: return "drop";
-    case TailPolicy::pad: return "pad";
-    case TailPolicy::exact: return "exact";
+    case TailPolicy::drop:
+      return "drop";
+    case TailPolicy::pad:
+      return "pad";
+    case TailPolicy::exact:
+      return "exact";
   }
   return "?";
 }
 
 DistributedSampler::DistributedSampler(const SamplerConfig& config) : config_(config) {
-  NOSTRUM_CHECK(config.samples > 0, OptionError, "a split with no samples cannot be sampled", "sampler");
+  NOSTRUM_CHECK(config.samples > 0, OptionError, "a split with no samples cannot be sampled",
+                "sampler");
   NOSTRUM_CHECK(config.local_batch > 0, OptionError,
-                "local batch must be positive, got " + std::to_string(config.local_batch), "sampler");
+                "local batch must be positive, got " + std::to_string(config.local_batch),
+                "sampler");
   NOSTRUM_CHECK(config.ranks > 0 && config.rank >= 0 && config.rank < config.ranks, OptionError,
                 "rank " + std::to_string(config.rank) + " of " + std::to_string(config.ranks) +
                     " is out of range",
@@ -74,9 +79,10 @@ void DistributedSampler::set_epoch(int64_t epoch) {
 
 int64_t DistributedSampler::batch(int64_t b, int64_t* out) const {
   NOSTRUM_CHECK(epoch_ >= 0, OptionError, "set_epoch() must come before batch()", "sampler");
-  NOSTRUM_CHECK(b >= 0 && b < batches_, OptionError,
-                "batch " + std::to_string(b) + " out of range [0, " + std::to_string(batches_) + ")",
-                "sampler");
+  NOSTRUM_CHECK(
+      b >= 0 && b < batches_, OptionError,
+      "batch " + std::to_string(b) + " out of range [0, " + std::to_string(batches_) + ")",
+      "sampler");
   const int64_t n = config_.samples;
   const int64_t begin = (b * config_.ranks + config_.rank) * config_.local_batch;
   int64_t count = config_.local_batch;

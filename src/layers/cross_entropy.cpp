@@ -13,10 +13,10 @@ namespace nostrum::layers {
 double softmax_cross_entropy(float* d_logits, const float* logits, const int32_t* labels, int n,
                              int K, float label_smoothing, float grad_scale) {
   for (int i = 0; i < n; ++i)
-    NOSTRUM_CHECK(labels[i] >= 0 && labels[i] < K, DataError,
-                  "label " + std::to_string(labels[i]) + " out of range [0, " + std::to_string(K) +
-                      ")",
-                  "sample " + std::to_string(i) + " of the batch", "check the dataset's classes");
+    NOSTRUM_CHECK(
+        labels[i] >= 0 && labels[i] < K, DataError,
+        "label " + std::to_string(labels[i]) + " out of range [0, " + std::to_string(K) + ")",
+        "sample " + std::to_string(i) + " of the batch", "check the dataset's classes");
   const double eps = label_smoothing;
   double total = 0.0;
   for (int i = 0; i < n; ++i) {

@@ -26,7 +26,8 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
     for (int n = 0; n < N; ++n) s += d_out[static_cast<int64_t>(n) * K + k];
     d_bias[k] = s;
   }
-  if (d_in) kernels::gemm(Trans::kNo, Trans::kNo, N, C, K, 1.0f, d_out, K, weight, C, 0.0f, d_in, C);
+  if (d_in)
+    kernels::gemm(Trans::kNo, Trans::kNo, N, C, K, 1.0f, d_out, K, weight, C, 0.0f, d_in, C);
 }
 
 }  // namespace nostrum::layers

@@ -43,6 +43,11 @@ void TraceWriter::span(const char* name, const char* category, int thread, doubl
   append_at(name, category, 'E', thread, static_cast<int64_t>((end_s - origin_s) * 1e9));
 }
 
+void TraceWriter::instant_at(const char* name, const char* category, int thread, double time_s) {
+  const double origin_s = std::chrono::duration<double>(origin_.time_since_epoch()).count();
+  append_at(name, category, 'i', thread, static_cast<int64_t>((time_s - origin_s) * 1e9));
+}
+
 void TraceWriter::append_at(const char* name, const char* category, char phase, int thread,
                             int64_t t) {
   const size_t i = next_.fetch_add(1, std::memory_order_relaxed);

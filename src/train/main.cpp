@@ -7,10 +7,12 @@
 
 #include "mpi/communicator.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/blas_kernels.hpp"
 #include "train_options.hpp"
 #include "trainer.hpp"
 
 int main(int argc, char** argv) {
+  nostrum::kernels::select_blas_kernels(argv);  // may re-exec with OPENBLAS_CORETYPE set
   nostrum::mpi::MpiSession session(&argc, &argv);
   nostrum::mpi::Communicator world;
   try {

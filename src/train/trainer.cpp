@@ -171,6 +171,7 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, in
   if (!o.trace.empty()) {
     trace = std::make_unique<log::TraceWriter>(world.rank(), size_t{1} << 22);
     trace->name_thread(0, "main");
+    trace->name_thread(1, "gradient allreduce");
     trace_observer = std::make_unique<TraceObserver>(trace.get());
     net->set_observer(trace_observer.get());
   }
@@ -339,10 +340,19 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, in
       loss_sum += loss;
       ++loss_count;
       if (allreducer) {
+        const double step_begin = trace ? omp_get_wtime() : 0.0;
         allreducer->begin_step();
         net->backward([&](size_t ready_from) { allreducer->on_ready(ready_from); });
-        log::TraceScope wait(trace.get(), "allreduce wait", "comm");
-        epoch_comm += allreducer->finish_step();
+        {
+          log::TraceScope wait(trace.get(), "allreduce wait", "comm");
+          epoch_comm += allreducer->finish_step();
+        }
+        if (trace) {
+          for (const mpi::BucketEvent& e : allreducer->bucket_events()) {
+            trace->instant_at("bucket ready", "comm", 1, step_begin + e.ready);
+            trace->span("allreduce bucket", "comm", 1, step_begin + e.start, step_begin + e.end);
+          }
+        }
       } else {
         net->backward();
       }

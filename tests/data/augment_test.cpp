@@ -1,5 +1,6 @@
 // Augmentation maths: crop boxes inside the image with torchvision's scale/ratio ranges, the same
-// choices for the same (seed, epoch, sample), and the resample/pad-crop kernels against direct formulas.
+// choices for the same (seed, epoch, sample), and the resample/pad-crop kernels against direct
+// formulas.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -49,7 +50,8 @@ TEST_CASE("augment: choices depend only on (seed, epoch, sample)", "[augment]") 
   REQUIRE((s.x != x.x || s.y != x.y || s.width != x.width));
 }
 
-TEST_CASE("augment: centre crop is the middle out x out of the short side resized to 256", "[augment]") {
+TEST_CASE("augment: centre crop is the middle out x out of the short side resized to 256",
+          "[augment]") {
   AugmentConfig c;
   const CropBox box = centre_crop(512, 1024, c);  // scale 0.5: 224 -> 448 source pixels
   REQUIRE(box.height == Approx(448));
@@ -58,8 +60,11 @@ TEST_CASE("augment: centre crop is the middle out x out of the short side resize
   REQUIRE(box.x == Approx(288));
 }
 
-TEST_CASE("augment: resample of the whole image at its own size is the normalised image", "[augment]") {
+TEST_CASE("augment: resample of the whole image at its own size is the normalised image",
+          "[augment]") {
   AugmentConfig c;
+  c.mean = {0.485f, 0.456f, 0.406f};
+  c.std = {0.229f, 0.224f, 0.225f};
   c.out_height = 6;
   c.out_width = 5;
   std::vector<uint8_t> src(6 * 5 * 3);
@@ -98,7 +103,8 @@ TEST_CASE("augment: pad-crop shifts with zero padding and flips", "[augment]") {
   std::vector<uint8_t> src(4 * 4);
   for (int i = 0; i < 16; ++i) src[i] = static_cast<uint8_t>(i + 1);
   std::vector<float> out(16);
-  pad_crop_normalise(out.data(), src.data(), 4, 4, 1, 2, 0, 3, false, c);  // dy=0 (up 2), dx=3 (right 1)
+  pad_crop_normalise(out.data(), src.data(), 4, 4, 1, 2, 0, 3, false,
+                     c);  // dy=0 (up 2), dx=3 (right 1)
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 4; ++x) {
       const int sy = y - 2, sx = x + 1;
@@ -120,14 +126,19 @@ TEST_CASE("augment: pad-crop shifts with zero padding and flips", "[augment]") {
 }
 
 TEST_CASE("augment: invalid settings are option errors naming the field", "[augment]") {
-  AugmentConfig c;
+  AugmentConfig imagenet;
+  imagenet.mean = {0.485f, 0.456f, 0.406f};
+  imagenet.std = {0.229f, 0.224f, 0.225f};
+  AugmentConfig c = imagenet;
   validate(c);
   c.mean = {0.5f};
   REQUIRE_THROWS_AS(validate(c), OptionError);
   c = AugmentConfig{};
+  REQUIRE_THROWS_WITH(validate(c), Catch::Contains("mean/std"));
+  c = imagenet;
   c.min_scale = 0;
   REQUIRE_THROWS_WITH(validate(c), Catch::Contains("scale"));
-  c = AugmentConfig{};
+  c = imagenet;
   c.eval_resize = 100;
   REQUIRE_THROWS_WITH(validate(c), Catch::Contains("eval_resize"));
 }

@@ -1,6 +1,6 @@
 // nostrum-shards' converters on generated inputs: an ImageNet-style tree (JPEGs of several sizes,
-// greyscale and CMYK), every bad-input case (corrupt, truncated, non-image, empty class, unreadable),
-// refusal to overwrite, Fashion-MNIST from the Debian package, synthetic data.
+// greyscale and CMYK), every bad-input case (corrupt, truncated, non-image, empty class,
+// unreadable), refusal to overwrite, Fashion-MNIST from the Debian package, synthetic data.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -22,18 +22,22 @@ namespace {
 
 std::vector<uint8_t> make_jpeg(int h, int w, int channels, int seed) {
   std::vector<uint8_t> pixels(static_cast<size_t>(h) * w * channels);
-  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 13 + seed * 29) % 251);
+  for (size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<uint8_t>((i * 13 + seed * 29) % 251);
   return encode_jpeg(pixels.data(), h, w, channels, 85);
 }
 
 void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
   fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
 }
 
 // train/<wnid>/ with 3 classes (created out of order), 4 images each of different sizes and colour
@@ -91,7 +95,8 @@ TEST_CASE("convert imagenet: classes sorted by wnid, bytes and labels preserved"
     // files are taken in sorted (class, name) order: sample k is class k / 4, image k % 4
     for (int k = 0; k < 12; ++k) {
       const std::string wnid = m.classes[static_cast<size_t>(k / 4)];
-      const auto expected = read_file(dir.path() / "in" / "train" / wnid / (wnid + "_" + std::to_string(k % 4) + ".JPEG"));
+      const auto expected = read_file(dir.path() / "in" / "train" / wnid /
+                                      (wnid + "_" + std::to_string(k % 4) + ".JPEG"));
       train.read(k, bytes);
       REQUIRE(train.label(k) == k / 4);
       REQUIRE(std::vector<uint8_t>(bytes.begin(), bytes.begin() + expected.size()) == expected);
@@ -117,7 +122,21 @@ TEST_CASE("jpeg: greyscale and CMYK decode to RGB", "[convert][jpeg]") {
   REQUIRE(w == 47);
   REQUIRE(pixels[0] == pixels[1]);
   REQUIRE(pixels[1] == pixels[2]);
-  // Constant inverted-CMYK colour (Adobe convention): C'=255, M'=128, Y'=0, K'=255 -> RGB (255, 128, 0).
+  // a failure leaves the decoder usable: a good image right after a bad one decodes (libjpeg-turbo
+  // 2.1.5 keeps a handle broken after a header cut inside a Huffman table)
+  std::vector<uint8_t> flat(32 * 32 * 3, 100);
+  const std::vector<uint8_t> good = encode_jpeg(flat.data(), 32, 32, 3, 90);
+  const std::vector<uint8_t> bad(good.begin(), good.begin() + 214);  // inside the DHT segments
+  for (int round = 0; round < 2; ++round) {
+    REQUIRE_THROWS_AS(decoder.decode_rgb(bad.data(), bad.size(), 1, pixels, h, w, "bad"),
+                      DataError);
+    REQUIRE_THROWS_AS(decoder.header(bad.data(), bad.size(), "bad"), DataError);
+    decoder.decode_rgb(good.data(), good.size(), 1, pixels, h, w, "good after bad");
+    REQUIRE(h == 32);
+    REQUIRE(int(pixels[0]) == Approx(100).margin(2));
+  }
+  // Constant inverted-CMYK colour (Adobe convention): C'=255, M'=128, Y'=0, K'=255 -> RGB (255,
+  // 128, 0).
   std::vector<uint8_t> cmyk(16 * 16 * 4);
   for (size_t p = 0; p < 256; ++p) {
     cmyk[p * 4 + 0] = 255;
@@ -135,7 +154,8 @@ TEST_CASE("jpeg: greyscale and CMYK decode to RGB", "[convert][jpeg]") {
   REQUIRE(std::abs(int(pixels[2]) - 0) <= 4);
 }
 
-TEST_CASE("convert imagenet: each bad input is a clear error, or a counted, listed skip", "[convert][bad]") {
+TEST_CASE("convert imagenet: each bad input is a clear error, or a counted, listed skip",
+          "[convert][bad]") {
   struct Case {
     std::string name;
     std::function<std::string(const fs::path&)> damage;  // returns the path the error must name
@@ -146,7 +166,8 @@ TEST_CASE("convert imagenet: each bad input is a clear error, or a counted, list
        [](const fs::path& in) {
          const fs::path p = in / "train" / "n01000000" / "n01000000_2.JPEG";
          auto bytes = read_file(p);
-         for (size_t k = bytes.size() / 3; k < bytes.size() - 2; k += 5) bytes[k] = 0xff;  // markers everywhere
+         for (size_t k = bytes.size() / 3; k < bytes.size() - 2; k += 5)
+           bytes[k] = 0xff;  // markers everywhere
          write_file(p, bytes);
          return p.string();
        },
@@ -237,7 +258,8 @@ TEST_CASE("convert: an existing dataset is kept unless --overwrite", "[convert]"
   s.height = s.width = 16;
   auto options = quiet_options(dir.path() / "out");
   shards::convert_synthetic(s, options);
-  REQUIRE_THROWS_WITH(shards::convert_synthetic(s, options), Catch::Contains("not empty") && Catch::Contains("--overwrite"));
+  REQUIRE_THROWS_WITH(shards::convert_synthetic(s, options),
+                      Catch::Contains("not empty") && Catch::Contains("--overwrite"));
   REQUIRE(Manifest::read(options.output).split("train").count == 20);
   options.overwrite = true;
   s.train = 12;
@@ -246,7 +268,8 @@ TEST_CASE("convert: an existing dataset is kept unless --overwrite", "[convert]"
   REQUIRE(m.split("train").count == 12);
   // no stale shard from the first run is left behind
   int files = 0;
-  for (const auto& f : fs::directory_iterator(dir.path() / "out" / "train")) files += f.path().extension() == ".h5";
+  for (const auto& f : fs::directory_iterator(dir.path() / "out" / "train"))
+    files += f.path().extension() == ".h5";
   REQUIRE(files == static_cast<int>(m.split("train").shards.size()));
 }
 
@@ -264,7 +287,7 @@ TEST_CASE("convert fashion-mnist: the Debian package's files as raw shards", "[c
   REQUIRE(m.classes.size() == 10);
   REQUIRE(m.split("train").count == 60000);
   REQUIRE(m.split("val").count == 10000);
-  REQUIRE(m.split("train").shards.size() == 3);  // 16 MB of 784-byte images: 20408 per shard
+  REQUIRE(m.split("train").shards.size() == 3);        // 16 MB of 784-byte images: 20408 per shard
   REQUIRE(m.mean[0] == Approx(0.2860).margin(0.001));  // the published Fashion-MNIST statistics
   REQUIRE(m.std[0] == Approx(0.3530).margin(0.001));
   SplitReader train(options.output, Manifest::read(options.output), "train");
@@ -273,8 +296,8 @@ TEST_CASE("convert fashion-mnist: the Debian package's files as raw shards", "[c
 
   // a truncated idx file is a clear error naming it
   testing::TempDir broken("fmnist-bad");
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"})
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
     fs::copy_file(source + "/" + f, broken.path() / f);
   fs::resize_file(broken.path() / "t10k-images-idx3-ubyte.gz", 5000);
   options.output = (broken.path() / "out").string();

@@ -1,10 +1,11 @@
-// Loader: identical batches for any thread count (augmentation keyed by sample), evaluation covering
-// every sample once over ranks with equal batch counts, raw evaluation = normalised pixels, and a bad
-// sample re-thrown in the caller's thread naming the shard file and the sample.
+// Loader: identical batches for any thread count (augmentation keyed by sample), evaluation
+// covering every sample once over ranks with equal batch counts, raw evaluation = normalised
+// pixels, and a bad sample re-thrown in the caller's thread naming the shard file and the sample.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "convert.hpp"
@@ -60,7 +61,8 @@ Epoch run_epoch(Loader& loader, int64_t epoch) {
   Epoch e;
   loader.start_epoch(epoch);
   Batch b;
-  const size_t per_sample = static_cast<size_t>(loader.height() * loader.width() * loader.channels());
+  const size_t per_sample =
+      static_cast<size_t>(loader.height() * loader.width() * loader.channels());
   while (loader.next(b)) {
     REQUIRE(b.index == static_cast<int64_t>(e.counts.size()));
     e.counts.push_back(b.count);
@@ -88,7 +90,8 @@ TEST_CASE("loader: the same batches, bit for bit, for 1, 2 and 4 threads", "[loa
     const Epoch e = run_epoch(loader, 3);
     REQUIRE(e.samples == reference.samples);
     REQUIRE(e.labels == reference.labels);
-    REQUIRE(std::memcmp(e.images.data(), reference.images.data(), e.images.size() * sizeof(float)) == 0);
+    REQUIRE(std::memcmp(e.images.data(), reference.images.data(),
+                        e.images.size() * sizeof(float)) == 0);
   }
   // another epoch: another order and other crops of the same sample
   const Epoch next = run_epoch(one, 4);
@@ -98,7 +101,8 @@ TEST_CASE("loader: the same batches, bit for bit, for 1, 2 and 4 threads", "[loa
   Batch b;
   REQUIRE(one.next(b));
   const Epoch again = run_epoch(one, 3);
-  REQUIRE(std::memcmp(again.images.data(), reference.images.data(), again.images.size() * sizeof(float)) == 0);
+  REQUIRE(std::memcmp(again.images.data(), reference.images.data(),
+                      again.images.size() * sizeof(float)) == 0);
   // normalised values are in a sane range
   for (float v : reference.images) {
     REQUIRE(v > -3.0f);
@@ -106,7 +110,42 @@ TEST_CASE("loader: the same batches, bit for bit, for 1, 2 and 4 threads", "[loa
   }
 }
 
-TEST_CASE("loader: evaluation covers every sample once over P ranks, equal batch counts", "[loader]") {
+TEST_CASE("loader: a sample's augmented image does not depend on the rank count", "[loader]") {
+  testing::TempDir dir("loader");
+  const std::string data = make_dataset(dir, ImageKind::jpeg, 40, 5);
+  const Manifest m = Manifest::read(data);
+  const size_t per_sample = 24 * 20 * 3;
+  std::map<int64_t, std::vector<float>> reference;
+  {
+    Loader one(data, m, jpeg_config(2));
+    const Epoch e = run_epoch(one, 7);
+    for (size_t k = 0; k < e.samples.size(); ++k)
+      reference[e.samples[k]].assign(e.images.begin() + k * per_sample,
+                                     e.images.begin() + (k + 1) * per_sample);
+  }
+  for (int ranks : {2, 4}) {
+    std::set<int64_t> seen;
+    for (int r = 0; r < ranks; ++r) {
+      LoaderConfig c = jpeg_config(1 + r % 2);
+      c.local_batch = 8 / ranks;  // the same global batch of 8
+      c.rank = r;
+      c.ranks = ranks;
+      Loader loader(data, m, c);
+      const Epoch e = run_epoch(loader, 7);
+      for (size_t k = 0; k < e.samples.size(); ++k) {
+        seen.insert(e.samples[k]);
+        REQUIRE(reference.count(e.samples[k]) == 1);
+        const std::vector<float> image(e.images.begin() + k * per_sample,
+                                       e.images.begin() + (k + 1) * per_sample);
+        REQUIRE(image == reference[e.samples[k]]);
+      }
+    }
+    REQUIRE(seen.size() == reference.size());
+  }
+}
+
+TEST_CASE("loader: evaluation covers every sample once over P ranks, equal batch counts",
+          "[loader]") {
   testing::TempDir dir("loader");
   const std::string data = make_dataset(dir, ImageKind::jpeg, 20, 23);
   const Manifest m = Manifest::read(data);
@@ -148,8 +187,7 @@ TEST_CASE("loader: raw evaluation images are the normalised stored pixels", "[lo
   c.threads = 2;
   c.augment.out_height = 9;
   c.augment.out_width = 7;
-  c.augment.mean.clear();  // the manifest's statistics
-  c.augment.std.clear();
+  // mean/std left empty: the manifest's statistics
   Loader loader(data, m, c);
   REQUIRE(loader.config().augment.mean == m.mean);
   SplitReader reader(data, m, "val");
@@ -206,6 +244,7 @@ TEST_CASE("loader: a bad sample stops next() with the file and sample named", "[
   REQUIRE_THROWS_AS(loader.next(b), DataError);
   loader.start_epoch(0);
   REQUIRE(loader.next(b));
-  REQUIRE_THROWS_WITH(loader.next(b), Catch::Contains("JPEG") &&
-                                          Catch::Contains("shard-00000.h5 sample 5 (train sample 5)"));
+  REQUIRE_THROWS_WITH(
+      loader.next(b),
+      Catch::Contains("JPEG") && Catch::Contains("shard-00000.h5 sample 5 (train sample 5)"));
 }

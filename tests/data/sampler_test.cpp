@@ -1,5 +1,5 @@
-// DistributedSampler properties for P = 1..8: disjoint rank slices whose union is the epoch, the same
-// global batches for any P, determinism per (seed, epoch), different orders across epochs.
+// DistributedSampler properties for P = 1..8: disjoint rank slices whose union is the epoch, the
+// same global batches for any P, determinism per (seed, epoch), different orders across epochs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -27,7 +27,8 @@ std::vector<int64_t> rank_samples(SamplerConfig c, int rank, int64_t epoch) {
 }
 }  // namespace
 
-TEST_CASE("sampler: drop gives disjoint equal slices whose union is a subset of one permutation", "[sampler]") {
+TEST_CASE("sampler: drop gives disjoint equal slices whose union is a subset of one permutation",
+          "[sampler]") {
   for (int ranks = 1; ranks <= 8; ++ranks) {
     SamplerConfig c{1003, 7, 0, ranks, 42, true, TailPolicy::drop};
     std::vector<int64_t> all;
@@ -70,7 +71,8 @@ TEST_CASE("sampler: exact covers every sample exactly once with equal batch coun
   }
 }
 
-TEST_CASE("sampler: pad gives full batches, union is every sample plus wrapped repeats", "[sampler]") {
+TEST_CASE("sampler: pad gives full batches, union is every sample plus wrapped repeats",
+          "[sampler]") {
   for (int ranks = 1; ranks <= 8; ++ranks) {
     SamplerConfig c{100, 6, 0, ranks, 9, true, TailPolicy::pad};
     std::vector<int64_t> all;
@@ -123,10 +125,14 @@ TEST_CASE("sampler: same seed and epoch repeat, other epochs and seeds differ", 
 }
 
 TEST_CASE("sampler: bad configurations are option errors", "[sampler]") {
-  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{0, 1, 0, 1, 0, true, TailPolicy::drop}), OptionError);
-  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 0, 0, 1, 0, true, TailPolicy::drop}), OptionError);
-  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 1, 2, 2, 0, true, TailPolicy::drop}), OptionError);
-  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 6, 0, 2, 0, true, TailPolicy::drop}), OptionError);
+  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{0, 1, 0, 1, 0, true, TailPolicy::drop}),
+                    OptionError);
+  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 0, 0, 1, 0, true, TailPolicy::drop}),
+                    OptionError);
+  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 1, 2, 2, 0, true, TailPolicy::drop}),
+                    OptionError);
+  REQUIRE_THROWS_AS(DistributedSampler(SamplerConfig{10, 6, 0, 2, 0, true, TailPolicy::drop}),
+                    OptionError);
   REQUIRE_THROWS_AS(parse_tail_policy("sometimes"), OptionError);
   REQUIRE(parse_tail_policy("exact") == TailPolicy::exact);
 }

@@ -1,6 +1,6 @@
-// Shard format: write-then-read round trips (bytes, labels, counts) for JPEG and raw shards, and the
-// corrupt-shard cases (bad bytes, truncation, wrong labels, missing/foreign files), each a clear error
-// naming the file and the sample.
+// Shard format: write-then-read round trips (bytes, labels, counts) for JPEG and raw shards, and
+// the corrupt-shard cases (bad bytes, truncation, wrong labels, missing/foreign files), each a
+// clear error naming the file and the sample.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -35,7 +35,8 @@ ShardContents raw_contents(int n, int classes) {
   c.width = 2;
   c.channels = 1;
   for (int i = 0; i < n; ++i) {
-    const uint8_t pixels[6] = {uint8_t(i), uint8_t(i + 1), uint8_t(i + 2), uint8_t(i + 3), uint8_t(i + 4), uint8_t(i + 5)};
+    const uint8_t pixels[6] = {uint8_t(i),     uint8_t(i + 1), uint8_t(i + 2),
+                               uint8_t(i + 3), uint8_t(i + 4), uint8_t(i + 5)};
     c.add(pixels, 6, (i * 3) % classes);
   }
   return c;
@@ -66,7 +67,8 @@ TEST_CASE("shard: JPEG-kind round trip gives the same bytes, labels and count", 
   std::vector<uint8_t> out;
   for (int i = 0; i < 37; ++i) {
     r.read(i, out);
-    const std::vector<uint8_t> expected(c.images.begin() + c.offsets[i], c.images.begin() + c.offsets[i] + c.lengths[i]);
+    const std::vector<uint8_t> expected(c.images.begin() + c.offsets[i],
+                                        c.images.begin() + c.offsets[i] + c.lengths[i]);
     REQUIRE(r.sample_size(i) == expected.size());
     REQUIRE(std::vector<uint8_t>(out.begin(), out.begin() + expected.size()) == expected);
     REQUIRE(r.label(i) == i % 5);
@@ -87,7 +89,8 @@ TEST_CASE("shard: raw-kind round trip and dataset manifest round trip", "[shard]
   m.classes = {"a b", "c", "d", "e"};
   m.mean = {0.25f};
   m.std = {0.5f};
-  m.splits.push_back({"train", 17, {{"train/s0.h5", 10}, {"train/s1.h5", 7}}, {{"in/x y.jpg", "truncated JPEG"}}});
+  m.splits.push_back(
+      {"train", 17, {{"train/s0.h5", 10}, {"train/s1.h5", 7}}, {{"in/x y.jpg", "truncated JPEG"}}});
   m.write(dir.str());
   const Manifest back = Manifest::read(dir.str());
   REQUIRE(back.classes == m.classes);
@@ -96,7 +99,8 @@ TEST_CASE("shard: raw-kind round trip and dataset manifest round trip", "[shard]
   REQUIRE(back.split("train").skipped.size() == 1);
   REQUIRE(back.split("train").skipped[0].path == "in/x y.jpg");
   REQUIRE(back.split("train").skipped[0].reason == "truncated JPEG");
-  REQUIRE_THROWS_WITH(back.split("val"), Catch::Contains("no split 'val'") && Catch::Contains("train"));
+  REQUIRE_THROWS_WITH(back.split("val"),
+                      Catch::Contains("no split 'val'") && Catch::Contains("train"));
 
   SplitReader reader(dir.str(), back, "train");
   REQUIRE(reader.count() == 17);
@@ -108,7 +112,8 @@ TEST_CASE("shard: raw-kind round trip and dataset manifest round trip", "[shard]
   REQUIRE(reader.describe(12).find("s1.h5 sample 2 (train sample 12)") != std::string::npos);
 }
 
-TEST_CASE("shard: a corrupted sample byte is a checksum error naming file and sample", "[shard][corrupt]") {
+TEST_CASE("shard: a corrupted sample byte is a checksum error naming file and sample",
+          "[shard][corrupt]") {
   testing::TempDir dir("shard");
   const std::string path = dir.str() + "/a.h5";
   const ShardContents c = jpeg_like_contents(20, 3);
@@ -128,11 +133,14 @@ TEST_CASE("shard: a corrupted sample byte is a checksum error naming file and sa
   r.read(6, out);  // neighbours are intact
   r.read(8, out);
   REQUIRE_THROWS_AS(r.read(7, out), DataError);
-  REQUIRE_THROWS_WITH(r.read(7, out), Catch::Contains("checksum") && Catch::Contains(path + " sample 7"));
-  REQUIRE_THROWS_WITH(r.verify_payload(), Catch::Contains("payload checksum") && Catch::Contains(path));
+  REQUIRE_THROWS_WITH(r.read(7, out),
+                      Catch::Contains("checksum") && Catch::Contains(path + " sample 7"));
+  REQUIRE_THROWS_WITH(r.verify_payload(),
+                      Catch::Contains("payload checksum") && Catch::Contains(path));
 }
 
-TEST_CASE("shard: truncated, foreign, missing and mislabelled shards are clear errors", "[shard][corrupt]") {
+TEST_CASE("shard: truncated, foreign, missing and mislabelled shards are clear errors",
+          "[shard][corrupt]") {
   testing::TempDir dir("shard");
   const std::string path = dir.str() + "/a.h5";
   write_shard(path, jpeg_like_contents(50, 3));
@@ -154,7 +162,8 @@ TEST_CASE("shard: truncated, foreign, missing and mislabelled shards are clear e
   }
   SECTION("not an HDF5 file") {
     std::ofstream(path, std::ios::trunc) << "hello, I am not a shard";
-    REQUIRE_THROWS_WITH(ShardReader(path, 3), Catch::Contains("not an HDF5 file") && Catch::Contains(path));
+    REQUIRE_THROWS_WITH(ShardReader(path, 3),
+                        Catch::Contains("not an HDF5 file") && Catch::Contains(path));
   }
   SECTION("missing file") {
     std::filesystem::remove(path);
@@ -196,7 +205,8 @@ TEST_CASE("shard: a manifest that disagrees with its shards is refused", "[shard
   m.splits[0] = {"train", 10, {{"train/s0.h5", 10}}, {}};
   m.width = 3;
   m.write(dir.str());
-  REQUIRE_THROWS_WITH(SplitReader(dir.str(), Manifest::read(dir.str()), "train"), Catch::Contains("image size"));
+  REQUIRE_THROWS_WITH(SplitReader(dir.str(), Manifest::read(dir.str()), "train"),
+                      Catch::Contains("image size"));
   m.width = 2;
   m.splits[0] = {"train", 10, {{"train/missing.h5", 10}}, {}};
   m.write(dir.str());

@@ -1,4 +1,5 @@
-// TempDir: a fresh directory under the system temp folder, removed with everything in it at scope end.
+// TempDir: a fresh directory under the system temp folder, removed with everything in it at scope
+// end.
 #pragma once
 
 #include <unistd.h>

@@ -33,7 +33,8 @@ def main():
                       "--epochs", "4", "--target-accuracy", str(target), "--optimizer", "sgd",
                       "--lr", "0.1", "--warmup-epochs", "0", "--weight-decay", "0.0002",
                       "--mllog", log, "--result-json", result, "--threads", "1",
-                      "--loader-threads", "1", "--progress-seconds", "2"])
+                      "--loader-threads", "1", "--progress-seconds", "2",
+                      "--trace", os.path.join(work, "trace.json")])
     check(proc.returncode == 0, f"nostrum-train exits 0 (got {proc.returncode})")
     check("time-to-solution:" in proc.stdout, "prints time-to-solution")
     check("epoch 1/4" in proc.stdout, "prints per-epoch progress")
@@ -67,6 +68,15 @@ def main():
     check(stop["metadata"].get("status") == "success", "run_stop has status success")
     accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     check(all(0 <= a < 1 for a in accuracies), "eval_accuracy values are fractions")
+
+    for rank in (0, 1):
+        trace = json.load(open(os.path.join(work, f"trace.rank{rank}.json")))
+        names = {(e.get("cat"), e.get("name")) for e in trace["traceEvents"]}
+        cats = {c for c, _ in names}
+        check({"forward", "backward", "comm", "data", "eval"} <= cats,
+              f"rank {rank} trace has forward, backward, comm, data and eval events ({sorted(map(str, cats))})")
+        check(("comm", "allreduce bucket") in names and ("comm", "bucket ready") in names,
+              f"rank {rank} trace has bucket-ready and allreduce events")
 
     checker = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "mlperf", "check_log.py"),
                               "--accuracy-target", str(target), log], capture_output=True, text=True)

@@ -1,8 +1,8 @@
 // BatchNorm2d: forward/backward against a naive double reference, finite differences for input,
 // gamma and beta, the fused ReLU against the unfused chain, determinism across thread counts, eval
 // mode, and sync-BN statistics through a Reducer.
-#include <catch2/catch.hpp>
 #include <omp.h>
+#include <catch2/catch.hpp>
 
 #include "grad_check.hpp"
 #include "nostrum/core/error.hpp"
@@ -24,12 +24,17 @@ Naive naive_bn(const std::vector<float>& x, const std::vector<float>& gamma,
                const std::vector<float>& beta, const std::vector<float>& dy, int64_t rows, int C,
                double eps) {
   Naive r;
-  r.y.resize(x.size()); r.dx.resize(x.size());
-  r.mean.assign(C, 0); r.var.assign(C, 0); r.dgamma.assign(C, 0); r.dbeta.assign(C, 0);
+  r.y.resize(x.size());
+  r.dx.resize(x.size());
+  r.mean.assign(C, 0);
+  r.var.assign(C, 0);
+  r.dgamma.assign(C, 0);
+  r.dbeta.assign(C, 0);
   for (int c = 0; c < C; ++c) {
     for (int64_t i = 0; i < rows; ++i) r.mean[c] += x[i * C + c];
     r.mean[c] /= rows;
-    for (int64_t i = 0; i < rows; ++i) r.var[c] += (x[i * C + c] - r.mean[c]) * (x[i * C + c] - r.mean[c]);
+    for (int64_t i = 0; i < rows; ++i)
+      r.var[c] += (x[i * C + c] - r.mean[c]) * (x[i * C + c] - r.mean[c]);
     r.var[c] /= rows;
     const double invstd = 1.0 / std::sqrt(r.var[c] + eps);
     double sdy = 0, sdyx = 0;
@@ -59,22 +64,29 @@ class TwinReducer final : public Reducer {
 };
 
 struct Bn {
-  int64_t rows; int C;
+  int64_t rows;
+  int C;
   std::vector<float> out, mean, invstd, rmean, rvar, gamma, beta, dx, dgamma, dbeta;
   std::vector<double> scratch;
   Bn(int64_t rows_, int C_, uint32_t seed) : rows(rows_), C(C_) {
-    out.resize(rows * C); dx.resize(rows * C);
-    mean.resize(C); invstd.resize(C); rmean.assign(C, 0.0f); rvar.assign(C, 1.0f);
+    out.resize(rows * C);
+    dx.resize(rows * C);
+    mean.resize(C);
+    invstd.resize(C);
+    rmean.assign(C, 0.0f);
+    rvar.assign(C, 1.0f);
     gamma = random_vector(C, seed + 1, 0.5f, 1.5f);
     beta = random_vector(C, seed + 2);
-    dgamma.resize(C); dbeta.resize(C);
+    dgamma.resize(C);
+    dbeta.resize(C);
     scratch.resize(batch_norm_scratch_doubles(C));
   }
   void forward(const std::vector<float>& x, const BatchNormOptions& o) {
     batch_norm_forward_training(out.data(), mean.data(), invstd.data(), rmean.data(), rvar.data(),
                                 x.data(), gamma.data(), beta.data(), rows, C, o, scratch.data());
   }
-  void backward(const std::vector<float>& x, const std::vector<float>& dy, const BatchNormOptions& o) {
+  void backward(const std::vector<float>& x, const std::vector<float>& dy,
+                const BatchNormOptions& o) {
     batch_norm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), out.data(),
                         gamma.data(), mean.data(), invstd.data(), rows, C, o, scratch.data());
   }
@@ -83,8 +95,8 @@ struct Bn {
 }  // namespace
 
 TEST_CASE("batch norm matches a naive reference in training mode", "[engine][batch_norm]") {
-  const std::vector<std::array<int, 4>> shapes = {{2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16},
-                                                  {4, 9, 7, 33}, {1, 1, 2, 1}};
+  const std::vector<std::array<int, 4>> shapes = {
+      {2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16}, {4, 9, 7, 33}, {1, 1, 2, 1}};
   uint32_t seed = 10;
   for (auto [N, H, W, C] : shapes) {
     const int64_t rows = int64_t(N) * H * W;
@@ -98,7 +110,8 @@ TEST_CASE("batch norm matches a naive reference in training mode", "[engine][bat
     bn.backward(x, dy, o);
     Naive ref = naive_bn(x, bn.gamma, bn.beta, dy, rows, C, 1e-5);
     for (size_t i = 0; i < x.size(); ++i) REQUIRE(bn.out[i] == Approx(ref.y[i]).margin(2e-4));
-    for (size_t i = 0; i < x.size(); ++i) REQUIRE(bn.dx[i] == Approx(ref.dx[i]).margin(2e-3).epsilon(1e-3));
+    for (size_t i = 0; i < x.size(); ++i)
+      REQUIRE(bn.dx[i] == Approx(ref.dx[i]).margin(2e-3).epsilon(1e-3));
     for (int c = 0; c < C; ++c) {
       REQUIRE(bn.mean[c] == Approx(ref.mean[c]).epsilon(1e-6));
       REQUIRE(bn.dgamma[c] == Approx(ref.dgamma[c]).margin(1e-3).epsilon(1e-4));
@@ -121,16 +134,30 @@ TEST_CASE("batch norm gradients pass a finite-difference check", "[engine][batch
     o.fuse_relu = relu;
     bn.forward(x, o);
     bn.backward(x, w, o);
-    auto loss = [&] { Bn b2 = bn; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    auto loss = [&] {
+      Bn b2 = bn;
+      b2.forward(x, o);
+      return nostrum::testing::weighted_sum(b2.out, w);
+    };
     // kink-aware: skip inputs whose output sits within the step's reach of the ReLU kink
     std::vector<float> dx(bn.dx.begin(), bn.dx.end());
     CHECK(nostrum::testing::check_gradient("d_in", x, dx, loss, 1e-3f, 2e-2) > 0);
     std::vector<float> dgamma = bn.dgamma, dbeta = bn.dbeta;
     auto& gamma = bn.gamma;
-    auto loss_g = [&] { Bn b2 = bn; b2.gamma = gamma; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    auto loss_g = [&] {
+      Bn b2 = bn;
+      b2.gamma = gamma;
+      b2.forward(x, o);
+      return nostrum::testing::weighted_sum(b2.out, w);
+    };
     CHECK(nostrum::testing::check_gradient("d_gamma", gamma, dgamma, loss_g, 1e-3f, 2e-2) == C);
     auto& beta = bn.beta;
-    auto loss_b = [&] { Bn b2 = bn; b2.beta = beta; b2.forward(x, o); return nostrum::testing::weighted_sum(b2.out, w); };
+    auto loss_b = [&] {
+      Bn b2 = bn;
+      b2.beta = beta;
+      b2.forward(x, o);
+      return nostrum::testing::weighted_sum(b2.out, w);
+    };
     CHECK(nostrum::testing::check_gradient("d_beta", beta, dbeta, loss_b, 1e-3f, 2e-2) == C);
   }
 }
@@ -187,8 +214,8 @@ TEST_CASE("batch norm in eval mode uses the running statistics", "[engine][batch
   for (bool relu : {false, true}) {
     BatchNormOptions o;
     o.fuse_relu = relu;
-    batch_norm_forward_inference(bn.out.data(), x.data(), bn.gamma.data(), bn.beta.data(), rm.data(),
-                                 rv.data(), rows, C, o);
+    batch_norm_forward_inference(bn.out.data(), x.data(), bn.gamma.data(), bn.beta.data(),
+                                 rm.data(), rv.data(), rows, C, o);
     for (int64_t i = 0; i < rows; ++i)
       for (int c = 0; c < C; ++c) {
         double y = (x[i * C + c] - rm[c]) / std::sqrt(rv[c] + 1e-5) * bn.gamma[c] + bn.beta[c];

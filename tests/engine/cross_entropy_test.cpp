@@ -11,7 +11,8 @@ using nostrum::testing::random_vector;
 
 namespace {
 // -sum_k target_k * log softmax_k with target = (1-eps) onehot + eps/K, averaged over n.
-double reference_loss(const std::vector<float>& x, const std::vector<int32_t>& y, int n, int K, double eps) {
+double reference_loss(const std::vector<float>& x, const std::vector<int32_t>& y, int n, int K,
+                      double eps) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
     double mx = -1e300, s = 0;
@@ -36,7 +37,8 @@ TEST_CASE("cross-entropy with label smoothing matches PyTorch's definition", "[e
       const double loss = softmax_cross_entropy(d.data(), x.data(), y.data(), n, K, eps, 1.0f / n);
       CHECK(loss == Approx(reference_loss(x, y, n, K, eps)).epsilon(1e-6));
       auto f = [&] { return reference_loss(x, y, n, K, eps); };
-      if (K <= 10) CHECK(nostrum::testing::check_gradient("d_logits", x, d, f, 1e-2f, 1e-3) == n * K);
+      if (K <= 10)
+        CHECK(nostrum::testing::check_gradient("d_logits", x, d, f, 1e-2f, 1e-3) == n * K);
       // the scale multiplies the gradient exactly
       std::vector<float> d2(x.size());
       softmax_cross_entropy(d2.data(), x.data(), y.data(), n, K, eps, 0.25f / n);
@@ -51,7 +53,8 @@ TEST_CASE("cross-entropy is stable for huge logits and rejects bad labels", "[en
   std::vector<float> d(6);
   const double loss = softmax_cross_entropy(d.data(), x.data(), y.data(), 2, 3, 0.0f, 0.5f);
   CHECK(std::isfinite(loss));
-  CHECK(loss == Approx((0.0 + (std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0))) / 2).epsilon(1e-6));
+  CHECK(loss ==
+        Approx((0.0 + (std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0))) / 2).epsilon(1e-6));
   for (float v : d) CHECK(std::isfinite(v));
   std::vector<int32_t> bad = {0, 3};
   CHECK_THROWS_AS(softmax_cross_entropy(d.data(), x.data(), bad.data(), 2, 3, 0.0f, 1.0f),

@@ -12,7 +12,8 @@
 
 namespace nostrum::testing {
 
-inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -59,7 +60,8 @@ inline int check_gradient(const char* what, std::vector<float>& x,
 inline double max_rel_diff(const float* a, const float* b, size_t n) {
   double m = 0.0;
   for (size_t i = 0; i < n; ++i)
-    m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    m = std::max(
+        m, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
   return m;
 }
 

@@ -21,8 +21,9 @@ std::vector<T> read_dataset(const std::string& path, const std::string& name) {
   REQUIRE(set >= 0);
   hid_t space = H5Dget_space(set);
   std::vector<T> out(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
-  const hid_t type = sizeof(T) == 4 ? (std::is_integral<T>::value ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT)
-                                    : H5T_NATIVE_DOUBLE;
+  const hid_t type = sizeof(T) == 4
+                         ? (std::is_integral<T>::value ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT)
+                         : H5T_NATIVE_DOUBLE;
   REQUIRE(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0);
   H5Sclose(space);
   H5Dclose(set);

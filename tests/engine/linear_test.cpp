@@ -8,7 +8,8 @@ using namespace nostrum::layers;
 using nostrum::testing::random_vector;
 
 TEST_CASE("linear matches a naive reference and passes a gradient check", "[engine][linear]") {
-  for (auto [N, C, K] : std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 7, 3}, {4, 13, 10}, {3, 64, 17}}) {
+  for (auto [N, C, K] :
+       std::vector<std::array<int, 3>>{{1, 1, 1}, {1, 7, 3}, {4, 13, 10}, {3, 64, 17}}) {
     INFO("N " << N << " C " << C << " K " << K);
     auto x = random_vector(size_t(N) * C, 1 + C);
     auto wt = random_vector(size_t(K) * C, 2 + C);
@@ -30,7 +31,8 @@ TEST_CASE("linear matches a naive reference and passes a gradient check", "[engi
       return nostrum::testing::weighted_sum(yy, w);
     };
     CHECK(nostrum::testing::check_gradient("d_in", x, dx, loss, 1e-2f, 1e-3) == int(x.size()));
-    CHECK(nostrum::testing::check_gradient("d_weight", wt, dw, loss, 1e-2f, 1e-3) == int(wt.size()));
+    CHECK(nostrum::testing::check_gradient("d_weight", wt, dw, loss, 1e-2f, 1e-3) ==
+          int(wt.size()));
     CHECK(nostrum::testing::check_gradient("d_bias", b, db, loss, 1e-2f, 1e-3) == K);
   }
 }

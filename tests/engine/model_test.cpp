@@ -13,24 +13,25 @@ using namespace nostrum;
 using namespace nostrum::model;
 
 namespace {
-std::unique_ptr<Model> make(const std::string& name, int classes, int channels, int batch, int hw) {
+std::unique_ptr<Model> make(const std::string& name, int classes, int channels, int batch, int hw,
+                            bool init = true) {
   ModelConfig c;
   c.name = name;
   c.num_classes = classes;
   c.in_channels = channels;
   auto m = Model::create(c);
   m->build(batch, hw, hw);
-  m->init(7);
+  if (init) m->init(7);
   return m;
 }
 }  // namespace
 
 TEST_CASE("ResNets have torchvision's parameter counts and names", "[engine][model]") {
   // sum(p.numel() for p in torchvision.models.resnetX().parameters())
-  CHECK(make("resnet50", 1000, 3, 1, 32)->parameter_count() == 25557032);
-  CHECK(make("resnet18", 1000, 3, 1, 32)->parameter_count() == 11689512);
-  CHECK(make("resnet34", 1000, 3, 1, 32)->parameter_count() == 21797672);
-  auto m = make("resnet50", 1000, 3, 1, 32);
+  CHECK(make("resnet18", 1000, 3, 1, 32, false)->parameter_count() == 11689512);
+  CHECK(make("resnet34", 1000, 3, 1, 32, false)->parameter_count() == 21797672);
+  auto m = make("resnet50", 1000, 3, 1, 32, false);
+  CHECK(m->parameter_count() == 25557032);
   const auto& t = m->parameters();
   CHECK(t.front().name == "conv1.weight");
   CHECK(t.front().shape == Shape{64, 3, 7, 7});
@@ -41,11 +42,17 @@ TEST_CASE("ResNets have torchvision's parameter counts and names", "[engine][mod
   CHECK(m->parameter("layer2.0.conv2.weight").shape == Shape{128, 128, 3, 3});
   CHECK(t.back().name == "fc.bias");
   CHECK(t.size() == 320);  // len(torchvision.models.resnet50().state_dict())
-  // CIFAR-style resnet20 (width 16, 10 classes): 272,474 parameters (+ 1x1 projection shortcuts)
+  // CIFAR-style (tools/weights/cifar_resnet.py): resnet20 at 10 classes 272,474, resnet8 (1 channel)
+  // 77,754; state_dict lengths 128 and 56
+  auto r20 = make("resnet20", 10, 3, 1, 8, false);
+  CHECK(r20->parameter_count() == 272474);
+  CHECK(r20->parameters().size() == 128);
   auto r8 = make("resnet8", 10, 1, 2, 28);
   CHECK(r8->parameter("conv1.weight").shape == Shape{16, 1, 3, 3});
   CHECK(r8->parameter("layer3.0.downsample.0.weight").shape == Shape{64, 32, 1, 1});
   CHECK(r8->parameter("fc.weight").shape == Shape{10, 64});
+  CHECK(r8->parameter_count() == 77754);
+  CHECK(r8->parameters().size() == 56);
 }
 
 TEST_CASE("the factory rejects unknown names with the valid ones", "[engine][model]") {
@@ -82,9 +89,10 @@ TEST_CASE("arenas: trainable parameters contiguous in state_dict order, buffers 
 }
 
 TEST_CASE("backward reports a decreasing gradient-ready watermark down to 0", "[engine][model]") {
-  for (const char* name : {"resnet8", "resnet18", "resnet50"}) {
-    auto m = make(name, 5, 3, 2, 32);
-    auto x = nostrum::testing::random_vector(2 * 32 * 32 * 3, 1);
+  // basic blocks (resnet8) and bottlenecks with the ImageNet stem (resnet50)
+  for (const char* name : {"resnet8", "resnet50"}) {
+    auto m = make(name, 5, 3, 2, 16);
+    auto x = nostrum::testing::random_vector(2 * 16 * 16 * 3, 1);
     std::vector<int32_t> y = {1, 3};
     m->forward(x.data(), 2, true);
     m->loss(y.data(), 0.1f, 0.5f);
@@ -96,7 +104,8 @@ TEST_CASE("backward reports a decreasing gradient-ready watermark down to 0", "[
     CHECK(marks.back() == 0);
     for (size_t i = 1; i < marks.size(); ++i) CHECK(marks[i] < marks[i - 1]);
     size_t finite = 0;
-    for (size_t i = 0; i < m->parameter_count(); ++i) finite += std::isfinite(m->gradient_data()[i]);
+    for (size_t i = 0; i < m->parameter_count(); ++i)
+      finite += std::isfinite(m->gradient_data()[i]);
     CHECK(finite == m->parameter_count());
   }
 }
@@ -111,7 +120,8 @@ TEST_CASE("eval accepts a partial batch and training is deterministic", "[engine
     m->loss(y.data(), 0.0f, 0.25f);
     m->backward();
   }
-  CHECK(std::equal(a->gradient_data(), a->gradient_data() + a->parameter_count(), b->gradient_data()));
+  CHECK(std::equal(a->gradient_data(), a->gradient_data() + a->parameter_count(),
+                   b->gradient_data()));
   CHECK(a->parameter("bn1.num_batches_tracked").value[0] == 1.0f);
   // eval on 3 images equals the first 3 of an eval on 4 (running statistics: no batch coupling)
   std::vector<float> full(a->forward(x.data(), 4, false), a->forward(x.data(), 4, false) + 40);
@@ -133,7 +143,10 @@ TEST_CASE("init follows torchvision: Kaiming fan_out convs, BN ones, zero-init r
   m->init(42);
   const auto& w = m->parameter("layer3.0.conv1.weight");  // (256,128,3,3): std sqrt(2/(256*9))
   double s = 0, s2 = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) { s += w.value[i]; s2 += double(w.value[i]) * w.value[i]; }
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    s += w.value[i];
+    s2 += double(w.value[i]) * w.value[i];
+  }
   const double mean = s / w.numel(), sd = std::sqrt(s2 / w.numel() - mean * mean);
   CHECK(std::abs(mean) < 2e-3);
   CHECK(sd == Approx(std::sqrt(2.0 / (256 * 9))).epsilon(0.01));
@@ -146,7 +159,9 @@ TEST_CASE("init follows torchvision: Kaiming fan_out convs, BN ones, zero-init r
   auto m2 = Model::create(c);
   m2->build(1, 32, 32);
   m2->init(42);
-  CHECK(std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(), m2->parameter_data()));
+  CHECK(std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(),
+                   m2->parameter_data()));
   m2->init(43);
-  CHECK(!std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(), m2->parameter_data()));
+  CHECK(!std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(),
+                    m2->parameter_data()));
 }

@@ -45,9 +45,11 @@ std::vector<float> naive_max_pool(const std::vector<float>& x, const PoolGeometr
 }  // namespace
 
 TEST_CASE("max pool matches a naive reference and passes a gradient check", "[engine][pool]") {
-  const std::vector<PoolGeometry> cases = {
-      {1, 7, 7, 3, 3, 3, 2, 1}, {2, 8, 6, 5, 3, 3, 2, 1}, {3, 5, 9, 17, 3, 3, 2, 1},
-      {1, 4, 4, 2, 2, 2, 2, 0}, {2, 6, 5, 4, 3, 3, 1, 1}};
+  const std::vector<PoolGeometry> cases = {{1, 7, 7, 3, 3, 3, 2, 1},
+                                           {2, 8, 6, 5, 3, 3, 2, 1},
+                                           {3, 5, 9, 17, 3, 3, 2, 1},
+                                           {1, 4, 4, 2, 2, 2, 2, 0},
+                                           {2, 6, 5, 4, 3, 3, 1, 1}};
   uint32_t seed = 100;
   for (const auto& g : cases) {
     INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R << " s" << g.stride);
@@ -74,7 +76,8 @@ TEST_CASE("max pool breaks ties like PyTorch and never picks padding", "[engine]
   max_pool_forward(y.data(), idx.data(), x.data(), g);
   CHECK(y == std::vector<float>(4, -2.0f));
   max_pool_backward(dx.data(), dy.data(), idx.data(), g);
-  // windows start at (-1,-1), (-1,1), (1,-1), (1,1): first valid elements (0,0), (0,1), (1,0), (1,1)
+  // windows start at (-1,-1), (-1,1), (1,-1), (1,1): first valid elements (0,0), (0,1), (1,0),
+  // (1,1)
   std::vector<float> expect(16, 0.0f);
   expect[0] = expect[1] = expect[4] = expect[5] = 1.0f;
   CHECK(dx == expect);
@@ -85,7 +88,8 @@ TEST_CASE("max pool breaks ties like PyTorch and never picks padding", "[engine]
 }
 
 TEST_CASE("global average pool matches a naive reference and its gradient", "[engine][pool]") {
-  for (auto [N, H, W, C] : std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {2, 3, 5, 7}, {3, 7, 7, 16}}) {
+  for (auto [N, H, W, C] :
+       std::vector<std::array<int, 4>>{{1, 1, 1, 3}, {2, 3, 5, 7}, {3, 4, 4, 9}}) {
     auto x = random_vector(size_t(N) * H * W * C, 200 + C);
     std::vector<float> y(size_t(N) * C), dx(x.size());
     global_avg_pool_forward(y.data(), x.data(), N, H * W, C);

@@ -46,22 +46,28 @@ void compare_with_torch(const Case& c) {
   // them small, PyTorch fp32 vs fp64 agree to 1e-5, so 1e-4 is a meaningful bound.
   const std::string last_bn = m->spec().bottleneck ? ".bn3.weight" : ".bn2.weight";
   uint32_t state = 1;
-  auto next = [&] { state = state * 1664525u + 1013904223u; return (state >> 8) * (1.0f / 16777216.0f); };
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return (state >> 8) * (1.0f / 16777216.0f);
+  };
   for (auto& p : m->parameters()) {
     const bool last = p.name.rfind("layer", 0) == 0 && p.name.find(last_bn) != std::string::npos;
     if (p.kind == ParameterKind::kNormScale)
-      for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = last ? 0.1f + 0.2f * next() : 0.5f + next();
-    if (p.kind == ParameterKind::kNormShift) for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next() - 0.5f;
-    if (p.name.find("running_mean") != std::string::npos) for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next();
+      for (int64_t i = 0; i < p.numel(); ++i)
+        p.value[i] = last ? 0.1f + 0.2f * next() : 0.5f + next();
+    if (p.kind == ParameterKind::kNormShift)
+      for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next() - 0.5f;
+    if (p.name.find("running_mean") != std::string::npos)
+      for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next();
   }
   const std::string weights = temp_path(std::string(c.name) + "_compare_weights.h5");
   const std::string ref = temp_path(std::string(c.name) + "_compare_reference.h5");
   io::save_weights(weights, m->parameters(), c.name);
   const float smoothing = 0.1f;
-  run_torch_reference("grads --model " + std::string(c.name) + " --classes " + std::to_string(c.classes) +
-                      " --in-channels " + std::to_string(c.channels) + " --batch " + std::to_string(c.batch) +
-                      " --size " + std::to_string(c.size) + " --label-smoothing 0.1 --weights " + weights +
-                      " --out " + ref);
+  run_torch_reference("grads --model " + std::string(c.name) + " --classes " +
+                      std::to_string(c.classes) + " --in-channels " + std::to_string(c.channels) +
+                      " --batch " + std::to_string(c.batch) + " --size " + std::to_string(c.size) +
+                      " --label-smoothing 0.1 --weights " + weights + " --out " + ref);
   const auto images = read_dataset<float>(ref, "images");
   const auto labels = read_dataset<int32_t>(ref, "labels");
   const float* logits = m->forward(images.data(), c.batch, true);
@@ -84,7 +90,10 @@ void compare_with_torch(const Case& c) {
     const auto expect = read_dataset<float>(ref, (trainable ? "grad/" : "buffer/") + p.name);
     REQUIRE(expect.size() == size_t(p.numel()));
     const double err = relative_error(trainable ? p.grad : p.value, expect.data(), expect.size());
-    if (err > worst) { worst = err; worst_name = p.name; }
+    if (err > worst) {
+      worst = err;
+      worst_name = p.name;
+    }
     ++compared;
   }
   INFO("worst relative error " << worst << " at " << (worst_name.empty() ? "-" : worst_name));
@@ -109,8 +118,8 @@ TEST_CASE("resnet50 matches PyTorch: logits, loss, gradients, BN statistics", "[
 }
 
 TEST_CASE("PyTorch -> HDF5 -> nostrum -> HDF5 -> PyTorch is bit-identical", "[engine][torch]") {
-  for (auto [name, classes, channels] : {std::tuple<const char*, int, int>{"resnet8", 10, 1},
-                                         {"resnet50", 1000, 3}}) {
+  for (auto [name, classes, channels] :
+       {std::tuple<const char*, int, int>{"resnet8", 10, 1}, {"resnet50", 1000, 3}}) {
     const std::string a = temp_path(std::string(name) + "_rt_a.h5");
     const std::string b = temp_path(std::string(name) + "_rt_b.h5");
     const std::string pth = temp_path(std::string(name) + "_rt.pth");

@@ -1,6 +1,7 @@
-// 10 training steps against PyTorch run live: the same weights and batch (fitted 10 times) give the same loss curve
-// with SGD (Nesterov momentum, weight decay, BN/bias exempt; torch.optim.SGD) and with MLPerf's LARS
-// (the TF LARSOptimizer rule), and the same final weights and BN running statistics.
+// 10 training steps against PyTorch run live: the same weights and batch (fitted 10 times) give the
+// same loss curve with SGD (Nesterov momentum, weight decay, BN/bias exempt; torch.optim.SGD) and
+// with MLPerf's LARS (the TF LARSOptimizer rule), and the same final weights and BN running
+// statistics.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -33,9 +34,10 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
   const std::string weights = temp_path("train_weights.h5");
   const std::string ref = temp_path("train_reference.h5");
   io::save_weights(weights, initial->parameters(), "resnet8");
-  run_torch_reference("train --model resnet8 --classes 10 --in-channels 1 --batch 8 --size 16 --steps 10 "
-                      "--label-smoothing 0.1 --weight-decay 5e-4 --sgd-lr 0.05 --lars-lr 2.0 --weights " +
-                      weights + " --out " + ref);
+  run_torch_reference(
+      "train --model resnet8 --classes 10 --in-channels 1 --batch 8 --size 16 --steps 10 "
+      "--label-smoothing 0.1 --weight-decay 5e-4 --sgd-lr 0.05 --lars-lr 2.0 --weights " +
+      weights + " --out " + ref);
   const auto images = read_dataset<float>(ref, "images/0");
   const auto labels = read_dataset<int32_t>(ref, "labels/0");
   for (const std::string optimizer : {"sgd", "lars"}) {
@@ -84,7 +86,10 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
         den += double(expect[i]) * expect[i];
       }
       const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-      if (err > worst) { worst = err; worst_name = p.name; }
+      if (err > worst) {
+        worst = err;
+        worst_name = p.name;
+      }
     }
     INFO("worst final-weight relative error " << worst << " at " << worst_name);
     CHECK(worst < 1e-4);

@@ -46,8 +46,8 @@ TEST_CASE("loading weights names what is wrong", "[engine][weights]") {
   CHECK_THROWS_AS(io::load_weights(temp_path("no_such_file.h5"), m->parameters()), IoError);
   const std::string text = temp_path("not_hdf5.h5");
   std::ofstream(text) << "hello";
-  CHECK_THROWS_WITH(io::load_weights(text, m->parameters()), Catch::Contains("not an HDF5 file") &&
-                                                                 Catch::Contains("not_hdf5.h5"));
+  CHECK_THROWS_WITH(io::load_weights(text, m->parameters()),
+                    Catch::Contains("not an HDF5 file") && Catch::Contains("not_hdf5.h5"));
   // another width: every shape differs
   auto wide = make("resnet8", 10, 16, 1);
   const std::string wide_path = temp_path("wide.h5");

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "log_test_paths.hpp"
+#include "test_paths.hpp"
 #include "nostrum/log/mllog.hpp"
 #include "nostrum/log/resnet_hyperparameters.hpp"
 
@@ -94,7 +94,7 @@ int exit_code(const std::string& command) {
 }
 
 int check_log(const std::string& path, const std::string& extra = "") {
-  return exit_code(nostrum::testing::python() + " " + nostrum::testing::source_dir() +
+  return exit_code(nostrum::testing::torch_python() + " " + nostrum::testing::source_dir() +
                    "/tools/mlperf/check_log.py " + path + " " + extra);
 }
 
@@ -280,7 +280,7 @@ void write_result(const std::string& path, double seconds, const char* status) {
 
 std::string score(const std::vector<std::string>& logs, const std::string& extra, int* rc) {
   const auto out = std::filesystem::path(logs.front()).parent_path() / "score-out.txt";
-  std::string command = nostrum::testing::python() + " " + nostrum::testing::source_dir() +
+  std::string command = nostrum::testing::torch_python() + " " + nostrum::testing::source_dir() +
                         "/tools/mlperf/score.py " + extra;
   for (const auto& l : logs) command += " " + l;
   const int status = std::system((command + " > " + out.string()).c_str());

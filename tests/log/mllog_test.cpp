@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "log_test_paths.hpp"
+#include "test_paths.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/log/mllog.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "log_test_paths.hpp"
+#include "test_paths.hpp"
 #include "nostrum/log/trace.hpp"
 
 using nostrum::log::TraceScope;
@@ -32,7 +32,7 @@ TEST_CASE("trace events from several threads form valid Chrome-trace JSON", "[lo
   CHECK(path == (dir / "trace.rank3.json").string());
   trace.write(path);
   // Python parses it and checks the structure Perfetto needs.
-  const std::string command = nostrum::testing::python() + " " + nostrum::testing::source_dir() +
+  const std::string command = nostrum::testing::torch_python() + " " + nostrum::testing::source_dir() +
                               "/tests/log/trace_check.py " + path +
                               " 3 250 100 'allreduce \"comm\"'";
   CHECK(std::system(command.c_str()) == 0);

@@ -11,9 +11,11 @@ namespace nostrum::shards {
 void run_bench(const BenchOptions& options) {
   const io::Manifest manifest = io::Manifest::read(options.data);
   std::printf("# dataset %s split %s kind %s batch %lld %s step %.1f ms\n", options.data.c_str(),
-              options.split.c_str(), io::to_string(manifest.kind), static_cast<long long>(options.batch),
-              options.eval ? "eval" : "train", options.step_ms);
-  std::printf("%8s %10s %12s %18s %14s\n", "threads", "size", "images/s", "images/s/thread", "data wait %");
+              options.split.c_str(), io::to_string(manifest.kind),
+              static_cast<long long>(options.batch), options.eval ? "eval" : "train",
+              options.step_ms);
+  std::printf("%8s %10s %12s %18s %14s\n", "threads", "size", "images/s", "images/s/thread",
+              "data wait %");
   for (int threads : options.threads) {
     io::LoaderConfig config;
     config.split = options.split;
@@ -21,8 +23,6 @@ void run_bench(const BenchOptions& options) {
     config.threads = threads;
     config.train = !options.eval;
     config.tail = options.eval ? data::TailPolicy::exact : data::TailPolicy::pad;
-    config.augment.mean.clear();
-    config.augment.std.clear();
     if (manifest.kind == io::ImageKind::raw) {
       config.augment.out_height = manifest.height;
       config.augment.out_width = manifest.width;
@@ -50,16 +50,18 @@ void run_bench(const BenchOptions& options) {
       take();
       images += batch.count;
       if (options.step_ms > 0) {  // a busy "training step" on this thread
-        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(options.step_ms);
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::duration<double, std::milli>(options.step_ms);
         volatile double sink = 0;
         while (std::chrono::steady_clock::now() < until) sink = sink + 1.0;
       }
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const io::LoaderStats stats = loader.stats();
     std::printf("%8d %10s %12.1f %18.1f %14.2f\n", threads,
-                (std::to_string(loader.height()) + "x" + std::to_string(loader.width())).c_str(), images / seconds,
-                images / seconds / threads, 100.0 * stats.wait_seconds / seconds);
+                (std::to_string(loader.height()) + "x" + std::to_string(loader.width())).c_str(),
+                images / seconds, images / seconds / threads, 100.0 * stats.wait_seconds / seconds);
     std::fflush(stdout);
   }
 }

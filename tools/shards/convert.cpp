@@ -1,4 +1,5 @@
-// The converters' shared machinery: output preparation, the threaded shard-job runner, verification.
+// The converters' shared machinery: output preparation, the threaded shard-job runner,
+// verification.
 #include "convert.hpp"
 
 #include <atomic>
@@ -26,18 +27,18 @@ void prepare_output(const ConvertOptions& options, const std::vector<std::string
   const fs::path out(options.output);
   std::error_code ec;
   if (fs::exists(out, ec)) {
-    NOSTRUM_CHECK(fs::is_directory(out, ec), IoError, "output exists and is not a directory", out.string());
+    NOSTRUM_CHECK(fs::is_directory(out, ec), IoError, "output exists and is not a directory",
+                  out.string());
     const bool empty = fs::is_empty(out, ec);
-    NOSTRUM_CHECK(empty || options.overwrite, IoError, "output directory is not empty", out.string(),
-                  "pass --overwrite to replace the dataset in it");
+    NOSTRUM_CHECK(empty || options.overwrite, IoError, "output directory is not empty",
+                  out.string(), "pass --overwrite to replace the dataset in it");
     if (!empty) {
       fs::remove(out / io::kManifestName, ec);  // first: an interrupted overwrite is never complete
       for (const auto& entry : fs::directory_iterator(out, ec)) {
         if (entry.is_directory()) {
           for (const auto& file : fs::directory_iterator(entry.path(), ec)) {
-            const std::string name = file.path().filename().string();
-            if (file.path().extension() == ".h5" || file.path().extension() == ".partial") fs::remove(file.path(), ec);
-            (void)name;
+            if (file.path().extension() == ".h5" || file.path().extension() == ".partial")
+              fs::remove(file.path(), ec);
           }
         } else if (entry.path().extension() == ".partial") {
           fs::remove(entry.path(), ec);
@@ -92,15 +93,18 @@ io::Manifest run_jobs(std::vector<ShardJob>& jobs, io::Manifest manifest, io::Im
         results[k].count = contents.count();
         if (contents.count() > 0) {
           char name[64];
-          std::snprintf(name, sizeof(name), "shard-%05lld.h5", static_cast<long long>(index_in_split[k]));
+          std::snprintf(name, sizeof(name), "shard-%05lld.h5",
+                        static_cast<long long>(index_in_split[k]));
           results[k].path = jobs[k].split + "/" + name;
           io::write_shard(options.output + "/" + results[k].path, contents);
         }
         const int64_t total = done_samples += contents.count();
         if (!options.quiet) {
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          std::printf("nostrum-shards: shard %zu/%zu %s (%lld images, %.0f images/s)\n", k + 1, jobs.size(),
-                      results[k].path.c_str(), static_cast<long long>(contents.count()), total / std::max(s, 1e-9));
+          const double s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::printf("nostrum-shards: shard %zu/%zu %s (%lld images, %.0f images/s)\n", k + 1,
+                      jobs.size(), results[k].path.c_str(),
+                      static_cast<long long>(contents.count()), total / std::max(s, 1e-9));
           std::fflush(stdout);
         }
       } catch (...) {
@@ -111,7 +115,8 @@ io::Manifest run_jobs(std::vector<ShardJob>& jobs, io::Manifest manifest, io::Im
       }
     }
   };
-  const int threads = std::min<int>(resolve_threads(options.threads), std::max<int>(1, static_cast<int>(jobs.size())));
+  const int threads = std::min<int>(resolve_threads(options.threads),
+                                    std::max<int>(1, static_cast<int>(jobs.size())));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();

@@ -1,5 +1,6 @@
-// The converters behind nostrum-shards (imagenet, fashion-mnist, synthetic) and dataset verification,
-// as a library so tests call them directly. Each writes a dataset directory (see io/README.md).
+// The converters behind nostrum-shards (imagenet, fashion-mnist, synthetic) and dataset
+// verification, as a library so tests call them directly. Each writes a dataset directory (see
+// io/README.md).
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,18 @@
 namespace nostrum::shards {
 
 struct ConvertOptions {
-  std::string output;          // dataset directory to create
-  double shard_mb = 128;       // a shard is closed once its payload reaches this many MB ...
-  int64_t shard_images = 0;    // ... or this many images (0: no count limit)
-  int threads = 0;             // worker threads (0: all cores)
-  bool skip_bad = false;       // skip (and list in the manifest) bad inputs instead of failing
-  bool overwrite = false;      // replace an existing dataset in `output`
-  bool quiet = false;          // no progress lines on stdout
+  std::string output;        // dataset directory to create
+  double shard_mb = 128;     // a shard is closed once its payload reaches this many MB ...
+  int64_t shard_images = 0;  // ... or this many images (0: no count limit)
+  int threads = 0;           // worker threads (0: all cores)
+  bool skip_bad = false;     // skip (and list in the manifest) bad inputs instead of failing
+  bool overwrite = false;    // replace an existing dataset in `output`
+  bool quiet = false;        // no progress lines on stdout
 };
 
 // ImageNet layout: input/train/<wnid>/*; input/val/<wnid>/* or input/val/* flat with val_labels
-// (lines "<file>[,| ]<wnid> ...", e.g. Kaggle's LOC_val_solution.csv). Classes = sorted train wnids.
+// (lines "<file>[,| ]<wnid> ...", e.g. Kaggle's LOC_val_solution.csv). Classes = sorted train
+// wnids.
 io::Manifest convert_imagenet(const std::string& input, const std::string& val_labels,
                               const ConvertOptions& options);
 
@@ -32,11 +34,11 @@ io::Manifest convert_fashion_mnist(const std::string& input_dir, const ConvertOp
 
 struct SyntheticOptions {
   int classes = 10;
-  int64_t train = 1000, val = 200;       // images per split
+  int64_t train = 1000, val = 200;  // images per split
   int height = 64, width = 64, channels = 3;
   io::ImageKind kind = io::ImageKind::jpeg;
-  float size_jitter = 0;                 // jpeg: each side drawn from [1 - j, 1 + j] x its size
-  int quality = 90;                      // jpeg quality
+  float size_jitter = 0;  // jpeg: each side drawn from [1 - j, 1 + j] x its size
+  int quality = 90;       // jpeg quality
   uint64_t seed = 1;
 };
 // N classes of images whose class is learnable (a class-specific oriented stripe pattern and tint
@@ -46,7 +48,8 @@ io::Manifest convert_synthetic(const SyntheticOptions& synthetic, const ConvertO
 // Opens every shard of every split and checks its payload checksum; returns the samples checked.
 int64_t verify_dataset(const std::string& dir, int threads);
 
-// ---- the machinery the converters share -----------------------------------------------------------
+// ---- the machinery the converters share
+// -----------------------------------------------------------
 
 // One shard to produce: `fill` appends samples (and skipped inputs) to the contents.
 struct ShardJob {

@@ -1,5 +1,6 @@
-// nostrum-shards fashion-mnist: the idx(.gz) files (big-endian header, then uint8 pixels (N, 28, 28)
-// or labels (N)) -> raw-pixel shards, with the training split's pixel mean and std in the manifest.
+// nostrum-shards fashion-mnist: the idx(.gz) files (big-endian header, then uint8 pixels (N, 28,
+// 28) or labels (N)) -> raw-pixel shards, with the training split's pixel mean and std in the
+// manifest.
 #include <zlib.h>
 
 #include <cmath>
@@ -21,7 +22,8 @@ struct Idx {
 // Reads an idx file (gzip or plain: gzread handles both). magic: 0x803 images, 0x801 labels.
 Idx read_idx(const std::string& path, uint32_t magic) {
   std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
-  NOSTRUM_CHECK(file, IoError, "cannot open idx file", path, "install dataset-fashion-mnist or pass --input");
+  NOSTRUM_CHECK(file, IoError, "cannot open idx file", path,
+                "install dataset-fashion-mnist or pass --input");
   const auto read_u32 = [&]() {
     unsigned char b[4];
     NOSTRUM_CHECK(gzread(file.get(), b, 4) == 4, DataError, "truncated idx header", path);
@@ -38,8 +40,12 @@ Idx read_idx(const std::string& path, uint32_t magic) {
   idx.data.resize(total);
   size_t done = 0;
   while (done < total) {
-    const int got = gzread(file.get(), idx.data.data() + done, static_cast<unsigned>(std::min<size_t>(total - done, 1 << 30)));
-    NOSTRUM_CHECK(got > 0, DataError, "truncated idx file: " + std::to_string(done) + " of " + std::to_string(total) + " bytes", path);
+    const int got = gzread(file.get(), idx.data.data() + done,
+                           static_cast<unsigned>(std::min<size_t>(total - done, 1 << 30)));
+    NOSTRUM_CHECK(
+        got > 0, DataError,
+        "truncated idx file: " + std::to_string(done) + " of " + std::to_string(total) + " bytes",
+        path);
     done += static_cast<size_t>(got);
   }
   return idx;
@@ -50,7 +56,8 @@ std::string find_file(const std::string& dir, const std::string& stem) {
     const std::string path = dir + "/" + stem + suffix;
     if (std::filesystem::exists(path)) return path;
   }
-  throw IoError("idx file not found", dir + "/" + stem + "[.gz]", "install dataset-fashion-mnist or pass --input");
+  throw IoError("idx file not found", dir + "/" + stem + "[.gz]",
+                "install dataset-fashion-mnist or pass --input");
 }
 
 }  // namespace
@@ -60,7 +67,8 @@ io::Manifest convert_fashion_mnist(const std::string& input_dir, const ConvertOp
     std::string name, stem;
     std::shared_ptr<Idx> images, labels;
   };
-  std::vector<Split> splits{{"train", "train", nullptr, nullptr}, {"val", "t10k", nullptr, nullptr}};
+  std::vector<Split> splits{{"train", "train", nullptr, nullptr},
+                            {"val", "t10k", nullptr, nullptr}};
   for (Split& s : splits) {
     const std::string image_path = find_file(input_dir, s.stem + "-images-idx3-ubyte");
     const std::string label_path = find_file(input_dir, s.stem + "-labels-idx1-ubyte");
@@ -68,9 +76,11 @@ io::Manifest convert_fashion_mnist(const std::string& input_dir, const ConvertOp
     s.labels = std::make_shared<Idx>(read_idx(label_path, 0x801));
     NOSTRUM_CHECK(s.images->dims[0] == s.labels->dims[0], DataError,
                   "images and labels differ in count", image_path + " / " + label_path);
-    NOSTRUM_CHECK(s.images->dims[1] == 28 && s.images->dims[2] == 28, DataError, "images are not 28x28", image_path);
+    NOSTRUM_CHECK(s.images->dims[1] == 28 && s.images->dims[2] == 28, DataError,
+                  "images are not 28x28", image_path);
     for (uint8_t label : s.labels->data)
-      NOSTRUM_CHECK(label < 10, DataError, "label " + std::to_string(label) + " out of range [0, 10)", label_path);
+      NOSTRUM_CHECK(label < 10, DataError,
+                    "label " + std::to_string(label) + " out of range [0, 10)", label_path);
   }
   io::Manifest manifest;
   manifest.kind = io::ImageKind::raw;
@@ -92,16 +102,18 @@ io::Manifest convert_fashion_mnist(const std::string& input_dir, const ConvertOp
 
   prepare_output(options, {"train", "val"});
   const int64_t per_shard = std::max<int64_t>(
-      1, options.shard_images > 0 ? options.shard_images : static_cast<int64_t>(options.shard_mb * 1e6 / 784));
+      1, options.shard_images > 0 ? options.shard_images
+                                  : static_cast<int64_t>(options.shard_mb * 1e6 / 784));
   std::vector<ShardJob> jobs;
   for (const Split& s : splits) {
     const int64_t count = s.labels->dims[0];
     for (int64_t begin = 0; begin < count; begin += per_shard) {
       const int64_t end = std::min(count, begin + per_shard);
-      jobs.push_back({s.name, [s, begin, end](io::ShardContents& c, std::vector<io::SkippedInput>&) {
-                        for (int64_t i = begin; i < end; ++i)
-                          c.add(s.images->data.data() + i * 784, 784, s.labels->data[static_cast<size_t>(i)]);
-                      }});
+      jobs.push_back(
+          {s.name, [s, begin, end](io::ShardContents& c, std::vector<io::SkippedInput>&) {
+             for (int64_t i = begin; i < end; ++i)
+               c.add(s.images->data.data() + i * 784, 784, s.labels->data[static_cast<size_t>(i)]);
+           }});
     }
   }
   return run_jobs(jobs, manifest, io::ImageKind::raw, options);

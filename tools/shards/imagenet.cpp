@@ -41,7 +41,8 @@ std::vector<std::string> list_files(const fs::path& dir, bool directories) {
     std::error_code type_error;
     const bool is_dir = fs::is_directory(it->path(), type_error);
     NOSTRUM_CHECK(!(directories && type_error), IoError, "cannot read: " + type_error.message(),
-                  it->path().string(), "a class folder whose type cannot be read makes the class list ambiguous");
+                  it->path().string(),
+                  "a class folder whose type cannot be read makes the class list ambiguous");
     if (directories ? is_dir : !is_dir) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
@@ -59,8 +60,8 @@ void list_class_folders(const fs::path& root, const std::map<std::string, int32_
                         std::vector<io::SkippedInput>& skipped) {
   for (const std::string& name : list_files(root, true)) {
     const auto found = classes.find(name);
-    NOSTRUM_CHECK(found != classes.end(), DataError, "class folder '" + name + "' is not a training class",
-                  (root / name).string());
+    NOSTRUM_CHECK(found != classes.end(), DataError,
+                  "class folder '" + name + "' is not a training class", (root / name).string());
     std::vector<std::string> names;
     try {
       names = list_files(root / name, false);
@@ -78,7 +79,8 @@ void list_class_folders(const fs::path& root, const std::map<std::string, int32_
   }
 }
 
-// val/ flat with a label file: "<file>[,| ]<wnid> ..." per line; a header line "ImageId,..." is skipped.
+// val/ flat with a label file: "<file>[,| ]<wnid> ..." per line; a header line "ImageId,..." is
+// skipped.
 void list_flat_val(const fs::path& root, const std::string& labels_path,
                    const std::map<std::string, int32_t>& classes, std::vector<InputFile>& files) {
   std::ifstream in(labels_path);
@@ -102,57 +104,62 @@ void list_flat_val(const fs::path& root, const std::string& labels_path,
     std::string name = file;
     if (!fs::exists(root / name)) {
       const auto stem = by_stem.find(fs::path(file).stem().string());
-      NOSTRUM_CHECK(stem != by_stem.end(), IoError, "validation image not found", (root / file).string());
+      NOSTRUM_CHECK(stem != by_stem.end(), IoError, "validation image not found",
+                    (root / file).string());
       name = stem->second;
     }
     const std::string path = (root / name).string();
     files.push_back({path, cls->second, file_size(path)});
   }
-  std::sort(files.begin(), files.end(), [](const InputFile& a, const InputFile& b) { return a.path < b.path; });
+  std::sort(files.begin(), files.end(),
+            [](const InputFile& a, const InputFile& b) { return a.path < b.path; });
   NOSTRUM_CHECK(files.size() == present.size(), DataError,
-                "the label file names " + std::to_string(files.size()) + " images, the folder holds " +
-                    std::to_string(present.size()),
+                "the label file names " + std::to_string(files.size()) +
+                    " images, the folder holds " + std::to_string(present.size()),
                 labels_path);
 }
 
 // Cuts files into jobs of up to shard_mb / shard_images each; each job reads and checks its files.
-void add_jobs(const std::string& split, const std::vector<InputFile>& files, const ConvertOptions& options,
-              std::vector<ShardJob>& jobs) {
+void add_jobs(const std::string& split, const std::vector<InputFile>& files,
+              const ConvertOptions& options, std::vector<ShardJob>& jobs) {
   const uint64_t max_bytes = static_cast<uint64_t>(options.shard_mb * 1e6);
   size_t begin = 0;
   while (begin < files.size()) {
     size_t end = begin;
     uint64_t bytes = 0;
-    while (end < files.size() && (end == begin || (bytes + files[end].size <= max_bytes &&
-                                                   (options.shard_images <= 0 ||
-                                                    static_cast<int64_t>(end - begin) < options.shard_images)))) {
+    while (end < files.size() &&
+           (end == begin || (bytes + files[end].size <= max_bytes &&
+                             (options.shard_images <= 0 ||
+                              static_cast<int64_t>(end - begin) < options.shard_images)))) {
       bytes += files[end].size;
       ++end;
     }
     const std::vector<InputFile>* all = &files;
     const bool skip_bad = options.skip_bad;
-    jobs.push_back({split, [all, begin, end, skip_bad](io::ShardContents& contents,
-                                                       std::vector<io::SkippedInput>& skipped) {
-                      io::JpegDecoder decoder;
-                      std::vector<uint8_t> bytes, pixels;
-                      contents.images.reserve(1 << 20);
-                      for (size_t i = begin; i < end; ++i) {
-                        const InputFile& f = (*all)[i];
-                        try {
-                          std::ifstream in(f.path, std::ios::binary);
-                          NOSTRUM_CHECK(in.good(), IoError, std::string("cannot open: ") + std::strerror(errno), f.path);
-                          bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-                          NOSTRUM_CHECK(!in.bad(), IoError, "read error", f.path);
-                          int h = 0, w = 0;
-                          // Full entropy decode at 1/8 scale: catches corrupt and truncated files.
-                          decoder.decode_rgb(bytes.data(), bytes.size(), 8, pixels, h, w, f.path);
-                          contents.add(bytes.data(), bytes.size(), f.label);
-                        } catch (const Error& e) {
-                          if (!skip_bad) throw;
-                          skipped.push_back({f.path, e.what_happened()});
-                        }
-                      }
-                    }});
+    jobs.push_back(
+        {split, [all, begin, end, skip_bad](io::ShardContents& contents,
+                                            std::vector<io::SkippedInput>& skipped) {
+           io::JpegDecoder decoder;
+           std::vector<uint8_t> bytes, pixels;
+           contents.images.reserve(1 << 20);
+           for (size_t i = begin; i < end; ++i) {
+             const InputFile& f = (*all)[i];
+             try {
+               std::ifstream in(f.path, std::ios::binary);
+               NOSTRUM_CHECK(in.good(), IoError,
+                             std::string("cannot open: ") + std::strerror(errno), f.path);
+               bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+               NOSTRUM_CHECK(!in.bad(), IoError, "read error", f.path);
+               int h = 0, w = 0;
+               // Full entropy decode at 1/8 scale: catches corrupt and truncated files.
+               decoder.decode_rgb(bytes.data(), bytes.size(), 8, pixels, h, w, f.path);
+               contents.add(bytes.data(), bytes.size(), f.label);
+             } catch (const Error& e) {
+               if (!skip_bad) throw;
+               skipped.push_back({f.path, e.what_happened()});
+             }
+           }
+         }});
     begin = end;
   }
 }
@@ -170,9 +177,11 @@ io::Manifest convert_imagenet(const std::string& input, const std::string& val_l
   manifest.mean = {0.485f, 0.456f, 0.406f};  // the ImageNet statistics every reference uses
   manifest.std = {0.229f, 0.224f, 0.225f};
   manifest.classes = list_files(root / "train", true);
-  NOSTRUM_CHECK(!manifest.classes.empty(), DataError, "no class folders", (root / "train").string());
+  NOSTRUM_CHECK(!manifest.classes.empty(), DataError, "no class folders",
+                (root / "train").string());
   std::map<std::string, int32_t> classes;
-  for (size_t i = 0; i < manifest.classes.size(); ++i) classes[manifest.classes[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < manifest.classes.size(); ++i)
+    classes[manifest.classes[i]] = static_cast<int32_t>(i);
 
   std::vector<std::string> splits{"train"};
   std::vector<InputFile> train, val;
@@ -186,7 +195,8 @@ io::Manifest convert_imagenet(const std::string& input, const std::string& val_l
       list_class_folders(root / "val", classes, options, val, val_info.skipped);
     } else {
       NOSTRUM_CHECK(!val_labels.empty(), OptionError, "val/ is flat: its labels are needed",
-                    "--val-labels", "a file of '<file> <wnid>' lines (or Kaggle's LOC_val_solution.csv)");
+                    "--val-labels",
+                    "a file of '<file> <wnid>' lines (or Kaggle's LOC_val_solution.csv)");
       list_flat_val(root / "val", val_labels, classes, val);
     }
   }

@@ -1,6 +1,7 @@
 // Augmentation maths of the input pipeline, free of any file format: crop boxes (MLPerf ResNet's
-// random-resized-crop, resize-short-side + centre crop) and fused crop/resize/flip/normalise kernels
-// from uint8 HWC pixels into float HWC. Random choices come from a SampleRng keyed by the sample.
+// random-resized-crop, resize-short-side + centre crop) and fused crop/resize/flip/normalise
+// kernels from uint8 HWC pixels into float HWC. Random choices come from a SampleRng keyed by the
+// sample.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,12 @@ struct AugmentConfig {
   bool flip = true;
   // eval, decoded images: resize the short side to this, then centre-crop out_height x out_width
   int eval_resize = 256;
-  // train, raw (fixed-size) images: zero-pad by this many pixels, random crop back to the image size
+  // train, raw (fixed-size) images: zero-pad by this many pixels, random crop back to the image
+  // size
   int pad = 4;
-  // (x / 255 - mean[c]) / std[c]; sizes must equal out_channels
-  std::vector<float> mean{0.485f, 0.456f, 0.406f};
-  std::vector<float> std{0.229f, 0.224f, 0.225f};
+  // (x / 255 - mean[c]) / std[c]; sizes must equal out_channels. The loader fills empty ones with
+  // the dataset manifest's statistics (else ImageNet's); validate() needs them set.
+  std::vector<float> mean, std;
 };
 
 void validate(const AugmentConfig& config);  // OptionError naming the bad field
@@ -41,13 +43,13 @@ CropBox centre_crop(int height, int width, const AugmentConfig& config);
 
 // Fused crop + bilinear resize (half-pixel centres, edge clamp, no antialias) + optional horizontal
 // flip + normalisation. Source channels src_c are 1 or 3; a grey source fills all out channels.
-void resample_normalise(float* out,  // out (out_h, out_w, out_c)
+void resample_normalise(float* out,          // out (out_h, out_w, out_c)
                         const uint8_t* src,  // in (src_h, src_w, src_c)
                         int src_h, int src_w, int src_c, const CropBox& box, bool flip,
                         const AugmentConfig& config);
 
 // Raw images: out = normalise(flip(crop(pad(src)))) with crop offset (dy, dx) in [0, 2*pad].
-void pad_crop_normalise(float* out,  // out (h, w, c)
+void pad_crop_normalise(float* out,          // out (h, w, c)
                         const uint8_t* src,  // in (h, w, c)
                         int h, int w, int c, int pad, int dy, int dx, bool flip,
                         const AugmentConfig& config);

@@ -1,5 +1,5 @@
-// SampleRng: a small counter-keyed random generator. Every random choice of the input pipeline comes
-// from one keyed by (seed, epoch, stream), so results do not depend on thread or rank count.
+// SampleRng: a small counter-keyed random generator. Every random choice of the input pipeline
+// comes from one keyed by (seed, epoch, stream), so results do not depend on thread or rank count.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// DistributedSampler: which samples rank r of P reads in batch b of an epoch. One permutation of the
-// whole split per (seed, epoch); global batch b is positions [b*P*B, (b+1)*P*B) of it and rank r takes
-// the B positions starting at (b*P + r)*B, so a global batch holds the same samples for any P.
+// DistributedSampler: which samples rank r of P reads in batch b of an epoch. One permutation of
+// the whole split per (seed, epoch); global batch b is positions [b*P*B, (b+1)*P*B) of it and rank
+// r takes the B positions starting at (b*P + r)*B, so a global batch holds the same samples for any
+// P.
 #pragma once
 
 #include <cstdint>
@@ -19,16 +20,17 @@ enum class TailPolicy {
           // the last ones partial or empty (count 0), so collective evaluation never deadlocks
 };
 
-TailPolicy parse_tail_policy(const std::string& name);  // "drop" | "pad" | "exact"; OptionError else
+TailPolicy parse_tail_policy(
+    const std::string& name);  // "drop" | "pad" | "exact"; OptionError else
 const char* to_string(TailPolicy policy);
 
 struct SamplerConfig {
-  int64_t samples = 0;     // N: samples in the split
-  int64_t local_batch = 0; // B: samples per batch per rank
-  int rank = 0;            // r in [0, ranks)
-  int ranks = 1;           // P
+  int64_t samples = 0;      // N: samples in the split
+  int64_t local_batch = 0;  // B: samples per batch per rank
+  int rank = 0;             // r in [0, ranks)
+  int ranks = 1;            // P
   uint64_t seed = 0;
-  bool shuffle = true;     // false: identity order (evaluation)
+  bool shuffle = true;  // false: identity order (evaluation)
   TailPolicy tail = TailPolicy::drop;
 };
 

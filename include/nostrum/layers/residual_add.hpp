@@ -1,4 +1,5 @@
-// Residual add (optionally fused with the ReLU that follows it in ResNet blocks) on flat NHWC buffers.
+// Residual add (optionally fused with the ReLU that follows it in ResNet blocks) on flat NHWC
+// buffers.
 #pragma once
 
 #include <cstdint>

@@ -35,6 +35,7 @@ class TraceWriter {
   // omp_get_wtime() and std::chrono::steady_clock read on Linux): per-layer timings reported after
   // the fact by the model's LayerObserver.
   void span(const char* name, const char* category, int thread, double start_s, double end_s);
+  void instant_at(const char* name, const char* category, int thread, double time_s);
   // Names a thread in the viewer ("main", "allreduce", ...); stored like event names.
   void name_thread(int thread, const char* name);
 

@@ -1,5 +1,5 @@
-// ResNet architectures by name: torchvision's ImageNet ResNets (v1.5 bottleneck) and the CIFAR-style
-// 6n+2 ResNets of He et al. (3x3 stem, no max-pool, three stages of widths w, 2w, 4w).
+// ResNet architectures by name: torchvision's ImageNet ResNets (v1.5 bottleneck) and the
+// CIFAR-style 6n+2 ResNets of He et al. (3x3 stem, no max-pool, three stages of widths w, 2w, 4w).
 #pragma once
 
 #include <string>
@@ -12,7 +12,7 @@ struct ModelConfig {
   std::string name = "resnet50";
   int num_classes = 1000;
   int in_channels = 3;
-  int width = 0;                    // stage-1 width; 0 = the model's default (64 ImageNet, 16 CIFAR)
+  int width = 0;  // stage-1 width; 0 = the model's default (64 ImageNet, 16 CIFAR)
   bool zero_init_residual = false;  // last BN gamma of every block starts at 0 (torchvision option)
 };
 

@@ -47,8 +47,8 @@ class Model {
   // Shape inference for (max_batch, H, W, in_channels) images; allocates every arena. Call once
   // before anything else (the parameter table exists only after build). ShapeError if too small.
   void build(int max_batch, int height, int width);
-  // Torchvision's initialisation from a seed: conv Kaiming normal (fan_out, ReLU), BN gamma 1 (0 for
-  // the last BN of each block with zero_init_residual), beta 0, running mean 0, var 1, fc
+  // Torchvision's initialisation from a seed: conv Kaiming normal (fan_out, ReLU), BN gamma 1 (0
+  // for the last BN of each block with zero_init_residual), beta 0, running mean 0, var 1, fc
   // PyTorch's default uniform(+-1/sqrt(fan_in)). Deterministic for any thread count.
   void init(uint64_t seed);
 
@@ -64,8 +64,8 @@ class Model {
   // zero it). on_ready as described above (may be empty).
   void backward(const GradientReadyCallback& on_ready = {});
 
-  void set_norm_reducer(Reducer* reducer);       // sync-BN; nullptr = per-rank statistics
-  void set_observer(LayerObserver* observer);    // nullptr = no timing
+  void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
+  void set_observer(LayerObserver* observer);  // nullptr = no timing
 
   const ResNetSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
@@ -88,7 +88,7 @@ class Model {
   size_t parameter_count() const { return parameter_count_; }  // = gradient count, exactly
   float* buffer_data() { return buffers_.data(); }
   size_t buffer_count() const { return buffer_count_; }
-  size_t activation_bytes() const;   // activation + gradient + scratch arenas
+  size_t activation_bytes() const;  // activation + gradient + scratch arenas
   // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
   // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
   double training_flops_per_image() const { return training_flops_per_image_; }

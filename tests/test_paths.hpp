@@ -1,4 +1,5 @@
-// Paths the optimizer tests need: the source tree (reference scripts) and the PyTorch interpreter.
+// Paths tests need: the source tree (scripts, reference implementations) and the Python
+// interpreter with torch (Debian's /usr/bin/python3), both set by tests/CMakeLists.txt.
 #pragma once
 
 #include <unistd.h>
@@ -8,7 +9,7 @@
 #include <string>
 
 #ifndef NOSTRUM_SOURCE_DIR
-#error "NOSTRUM_SOURCE_DIR must be defined by tests/optim/CMakeLists.txt"
+#error "NOSTRUM_SOURCE_DIR must be defined by tests/CMakeLists.txt"
 #endif
 
 namespace nostrum::testing {

@@ -1,0 +1,51 @@
+// OpenBLAS kernel selection by re-exec with OPENBLAS_CORETYPE (see the header for why).
+#include "nostrum/kernels/blas_kernels.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "nostrum/kernels/gemm.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+bool is_generic_core(const std::string& name) {
+  for (const char* generic : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                              "Katmai", "Coppermine", "Northwood", "Banias", "unknown"})
+    if (name == generic) return true;
+  return false;
+}
+
+const char* best_supported_core() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+}  // namespace
+
+void select_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's (or site's) choice
+  const char* keep = std::getenv("NOSTRUM_KEEP_BLAS_KERNELS");
+  if (keep != nullptr && std::strcmp(keep, "0") != 0) return;
+  if (!is_generic_core(blas_core_name())) return;
+  const char* core = best_supported_core();
+  if (core == nullptr) return;
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/1);
+  setenv("NOSTRUM_KEEP_BLAS_KERNELS", "1", 1);  // never loop
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the generic kernels, and say so.
+  std::fprintf(stderr, "nostrum: note: OpenBLAS runs its generic %s kernels on this CPU; set "
+                       "OPENBLAS_CORETYPE=%s for %s-level speed\n",
+               blas_core_name().c_str(), core, core);
+}
+
+}  // namespace nostrum::kernels
