@@ -14,6 +14,7 @@
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/layers/conv2d.hpp"
 #include "resnet50_convs.hpp"
@@ -120,6 +121,7 @@ double sgemm_ceiling(int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
   const auto convs = nostrum::bench::resnet50_convs(opt.image, opt.batch);
   nostrum::layers::ConvOptions conv_options;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/model/model.hpp"
 #include "nostrum/optim/sgd.hpp"
@@ -132,6 +133,7 @@ double peak_rss_mb() {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const int threads = omp_get_max_threads();
