@@ -55,7 +55,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   model.add_options()
     ("model", po::value(&o.model)->default_value(o.model),
      "resnet8/14/20/32/44/56/110 (CIFAR-style) | resnet18/34/50/101/152 (torchvision v1.5)")
-    ("width", po::value(&o.width)->default_value(o.width), "CIFAR-style ResNets: first-stage width")
+    ("width", po::value(&o.width)->default_value(o.width),
+     "first-stage width (0 = the model's default: 16 CIFAR-style, 64 ImageNet)")
     ("zero-init-residual", po::bool_switch(&o.zero_init_residual),
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
@@ -164,7 +165,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.threads >= 0, "threads", o.threads, "must be >= 0");
   require(o.loader_threads > 0, "loader-threads", o.loader_threads, "must be positive");
   require(o.bucket_mb > 0, "bucket-mb", o.bucket_mb, "must be positive");
-  require(o.width > 0, "width", o.width, "must be positive");
+  require(o.width >= 0, "width", o.width, "must be >= 0");
   require(o.pad_crop >= 0, "pad-crop", o.pad_crop, "must be >= 0");
   require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
   require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",

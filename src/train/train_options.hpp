@@ -16,7 +16,7 @@ struct TrainOptions {
   int pad_crop = 4;          // raw images: pad by this many pixels and crop back (0 = off)
   // model
   std::string model = "resnet8";
-  int width = 16;            // CIFAR-style ResNets only
+  int width = 0;             // first-stage width; 0 = the model's default (16 CIFAR, 64 ImageNet)
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
   // optimisation

@@ -104,8 +104,6 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, in
   // ---- data -----------------------------------------------------------------------------------
   const io::Manifest manifest = io::Manifest::read(o.data_dir);
   const int num_classes = static_cast<int>(manifest.classes.size());
-  NOSTRUM_CHECK(manifest.kind == io::ImageKind::raw || o.model.rfind("resnet", 0) == 0, OptionError,
-                "unsupported dataset kind", o.data_dir);
   const bool raw = manifest.kind == io::ImageKind::raw;
   const int height = raw ? manifest.height : 224;
   const int width = raw ? manifest.width : 224;
@@ -143,7 +141,7 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, in
   model_config.name = o.model;
   model_config.num_classes = num_classes;
   model_config.in_channels = channels;
-  model_config.width = o.model.size() <= 8 || o.model == "resnet110" ? o.width : 0;
+  model_config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
   model_config.zero_init_residual = o.zero_init_residual;
   std::unique_ptr<model::Model> net = model::Model::create(model_config);
   net->build(o.batch_size, height, width);
