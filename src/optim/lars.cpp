@@ -7,15 +7,12 @@
 #include <string>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/optim/optimizer.hpp"
 
 namespace nostrum::optim {
 
 Lars::Lars(const ParameterTable& table, LarsOptions options) : options_(options) {
-  NOSTRUM_CHECK(options.momentum >= 0.0f, OptionError,
-                "momentum must be >= 0, got " + std::to_string(options.momentum), "--momentum");
-  NOSTRUM_CHECK(options.weight_decay >= 0.0f, OptionError,
-                "weight decay must be >= 0, got " + std::to_string(options.weight_decay),
-                "--weight-decay");
+  check_momentum_and_decay(options.momentum, options.weight_decay);
   NOSTRUM_CHECK(options.eta > 0.0f, OptionError,
                 "LARS trust coefficient must be > 0, got " + std::to_string(options.eta),
                 "--lars-eta");

@@ -4,15 +4,12 @@
 #include <string>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/optim/optimizer.hpp"
 
 namespace nostrum::optim {
 
 Sgd::Sgd(const ParameterTable& table, SgdOptions options) : options_(options) {
-  NOSTRUM_CHECK(options.momentum >= 0.0f, OptionError,
-                "momentum must be >= 0, got " + std::to_string(options.momentum), "--momentum");
-  NOSTRUM_CHECK(options.weight_decay >= 0.0f, OptionError,
-                "weight decay must be >= 0, got " + std::to_string(options.weight_decay),
-                "--weight-decay");
+  check_momentum_and_decay(options.momentum, options.weight_decay);
   NOSTRUM_CHECK(!options.nesterov || (options.momentum > 0.0f && options.dampening == 0.0f),
                 OptionError, "Nesterov momentum requires a momentum > 0 and zero dampening",
                 "--nesterov", "set --momentum (e.g. 0.9) or drop Nesterov");

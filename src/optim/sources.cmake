@@ -2,5 +2,6 @@
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lars.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.cpp
 )

@@ -30,4 +30,8 @@ class Optimizer {
   int64_t steps_taken_ = 0;
 };
 
+// The checks every optimizer makes on its options: OptionError naming --momentum or --weight-decay
+// for a negative value.
+void check_momentum_and_decay(float momentum, float weight_decay);
+
 }  // namespace nostrum::optim
