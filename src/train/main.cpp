@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     nostrum::train::TrainOptions options;
     if (!nostrum::train::parse_train_options(argc, argv, options)) return 0;  // --help
     const nostrum::train::RunResult result =
-        nostrum::train::run_training(options, world, session.thread_level());
+        nostrum::train::run_training(options, world);
     if (world.rank() == 0) {
       const std::string json = nostrum::train::result_json(result, options);
       if (!options.result_json.empty()) {

@@ -74,7 +74,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs),
      "linear warmup length in epochs")
     ("lr-schedule", po::value(&o.lr_schedule)->default_value(o.lr_schedule),
-     "poly | cosine | step | onecycle")
+     "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle")
     ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
     ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
      "epochs over which the LR decays (0 = the whole budget)")

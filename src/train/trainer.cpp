@@ -61,7 +61,7 @@ double default_lr(const std::string& optimizer, int64_t global_batch) {
 // Records the model's per-layer forward/backward spans in the Chrome trace.
 class TraceObserver final : public model::LayerObserver {
  public:
-  TraceObserver(log::TraceWriter* trace) : trace_(trace) {}
+  explicit TraceObserver(log::TraceWriter* trace) : trace_(trace) {}
   void on_layer(const std::string& layer, model::Phase phase, double start_s, double end_s) override {
     trace_->span(layer.c_str(), phase == model::Phase::kForward ? "forward" : "backward", 0,
                  start_s, end_s);
@@ -73,7 +73,7 @@ class TraceObserver final : public model::LayerObserver {
 
 }  // namespace
 
-RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, int thread_level) {
+RunResult run_training(const TrainOptions& o, const mpi::Communicator& world) {
   const bool rank0 = world.rank() == 0;
   const int ranks = world.size();
   std::ostream& out = std::cout;
@@ -94,9 +94,8 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world, in
   omp_set_num_threads(threads);
   {
     std::ostringstream table;
-    const mpi::BindingReport report = mpi::print_binding_report(world, table);
+    mpi::print_binding_report(world, table);  // collective; the table and warnings are rank 0's
     if (rank0 && !o.quiet) out << table.str();
-    (void)report;
   }
   say("nostrum-train: " + std::to_string(ranks) + " rank(s) x " + std::to_string(threads) +
       " thread(s), BLAS kernels " + kernels::blas_core_name());

@@ -44,8 +44,7 @@ struct RunResult {
 };
 
 // Runs everything options ask for on this rank (collective over world). Throws nostrum errors.
-RunResult run_training(const TrainOptions& options, const mpi::Communicator& world,
-                       int mpi_thread_level);
+RunResult run_training(const TrainOptions& options, const mpi::Communicator& world);
 
 // The result as one JSON object (what --result-json writes).
 std::string result_json(const RunResult& result, const TrainOptions& options);
