@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/relu_mask.hpp"
 
 namespace nostrum::layers {
 
@@ -104,7 +105,7 @@ NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restric
   for (int64_t r = 0; r < rows; ++r, dy += C, x += C) {
     if (y) {
       for (int c = 0; c < C; ++c) {
-        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        const float g = kernels::relu_grad(dy[c], y[c]);
         a[c] += g;
         b[c] += static_cast<double>(g) * (static_cast<double>(x[c]) - mean[c]);
       }
@@ -126,7 +127,7 @@ NOSTRUM_BN_CLONES void backward_apply_rows(float* dx, const float* dy, const flo
   for (int64_t r = 0; r < rows; ++r, dx += C, dy += C, x += C) {
     if (y) {
       for (int c = 0; c < C; ++c) {
-        const float g = !(y[c] > 0.0f) ? 0.0f : dy[c];
+        const float g = kernels::relu_grad(dy[c], y[c]);
         dx[c] = ca[c] * g - ck[c] * (x[c] - mean[c]) + cb[c];
       }
       y += C;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "nostrum/kernels/relu_mask.hpp"
+
 namespace nostrum::layers {
 
 void relu_forward(float* out, const float* in, int64_t count) {
@@ -12,7 +14,7 @@ void relu_forward(float* out, const float* in, int64_t count) {
 
 void relu_backward(float* d_in, const float* d_out, const float* out, int64_t count) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < count; ++i) d_in[i] = out[i] > 0.0f ? d_out[i] : 0.0f;
+  for (int64_t i = 0; i < count; ++i) d_in[i] = kernels::relu_grad(d_out[i], out[i]);
 }
 
 }  // namespace nostrum::layers

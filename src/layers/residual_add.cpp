@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "nostrum/kernels/relu_mask.hpp"
+
 namespace nostrum::layers {
 
 void residual_add_forward(float* out, const float* a, const float* b, int64_t count, bool relu) {
@@ -17,7 +19,7 @@ void residual_add_forward(float* out, const float* a, const float* b, int64_t co
 
 void add_relu_backward(float* d_sum, const float* d_out, const float* out, int64_t count) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < count; ++i) d_sum[i] = out[i] > 0.0f ? d_out[i] : 0.0f;
+  for (int64_t i = 0; i < count; ++i) d_sum[i] = kernels::relu_grad(d_out[i], out[i]);
 }
 
 void accumulate(float* acc, const float* x, int64_t count) {
