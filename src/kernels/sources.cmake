@@ -1,6 +1,11 @@
 # kernels: BLAS wrapper and hand-written compute kernels.
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/direct_conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/im2col.cpp
 )
+# The AVX-512 kernels only: called after a run-time CPU check (direct_conv.cpp), never -march=native.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
+  PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")

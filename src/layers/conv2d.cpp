@@ -1,5 +1,6 @@
-// Conv2d on NHWC activations as GEMMs: 1x1 stride-1 convs multiply the activations directly; other
-// shapes build (rows, R*S*C) im2col tiles (bounded scratch) against weights packed to (K, R*S*C).
+// Conv2d on NHWC activations: the direct AVX-512 kernels (kernels/direct_conv) for small channel
+// counts, otherwise GEMMs: 1x1 stride-1 convs multiply the activations directly; other shapes build
+// (rows, R*S*C) im2col tiles (bounded scratch) against weights packed to (K, R*S*C).
 #include "nostrum/layers/conv2d.hpp"
 
 #include <omp.h>
@@ -10,6 +11,7 @@
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
 
@@ -26,6 +28,8 @@ constexpr size_t kTileFloats = size_t(1) << 19;  // one thread's im2col tile: 2 
 // OpenBLAS re-packs the weights for every GEMM call: below ~512 rows a call that costs more than a
 // few per cent of its multiply-adds.
 constexpr int64_t kMinTileRows = 512;
+// ConvAlgorithm::kAuto: the direct kernels up to this many channels in and out.
+constexpr int kDirectMaxChannels = 64;
 
 std::string describe(const ConvGeometry& g) {
   return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) +
@@ -70,7 +74,8 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   plan.direct = g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0;
   plan.pack = g.R * g.S > 1 && g.C > 1;
   plan.partial_floats = Arena::padded(size_t(g.K) * plan.row_length);
-  plan.pack_floats = plan.pack ? plan.partial_floats : 0;
+  // The direct kernels reorder the weights of every shape into the same region.
+  plan.pack_floats = plan.pack || kernels::direct_conv_available() ? plan.partial_floats : 0;
   const size_t budget =
       options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
   const size_t all = Arena::padded(size_t(plan.rows) * plan.row_length);
@@ -80,6 +85,25 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
 }
 
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
+
+kernels::DirectConvShape direct_shape(const ConvGeometry& g) {
+  kernels::DirectConvShape s;
+  s.N = g.N, s.H = g.H, s.W = g.W, s.C = g.C, s.K = g.K, s.R = g.R, s.S = g.S;
+  s.stride = g.stride, s.pad = g.pad;
+  return s;
+}
+
+// Whether a pass runs on the direct kernels (see ConvAlgorithm).
+bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
+  if (algorithm == ConvAlgorithm::kGemm) return false;
+  const kernels::DirectConvShape s = direct_shape(g);
+  const bool fits = pass == Pass::kForward           ? kernels::direct_conv_forward_fits(s)
+                    : pass == Pass::kBackwardData    ? kernels::direct_conv_backward_data_fits(s)
+                                                     : kernels::direct_conv_backward_weights_fits(s);
+  if (!fits) return false;
+  if (algorithm == ConvAlgorithm::kDirect) return true;
+  return g.C <= kDirectMaxChannels && g.K <= kDirectMaxChannels;
+}
 
 // Rows per tile when each of `threads` threads owns a slice of the column region (after the
 // weight-gradient partials in that pass); 0 when it does not fit. Direct convs need no buffer:
@@ -158,6 +182,10 @@ size_t conv2d_scratch_floats(const ConvGeometry& g) {
 void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
                     float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  if (use_direct(g, Pass::kForward, options.algorithm)) {
+    kernels::direct_conv_forward(out, in, weight, direct_shape(g), scratch);
+    return;
+  }
   const int threads = omp_get_max_threads();
   const int K = g.K;
   const int64_t L = plan.row_length;
@@ -212,6 +240,10 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  if (use_direct(g, Pass::kBackwardWeights, options.algorithm)) {
+    kernels::direct_conv_backward_weights(d_weight, d_out, in, direct_shape(g));
+    return;
+  }
   const int threads = omp_get_max_threads();
   const int K = g.K;
   const int64_t L = plan.row_length;
@@ -271,6 +303,11 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
                           const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  if (use_direct(g, Pass::kBackwardData, options.algorithm)) {
+    kernels::direct_conv_backward_data(d_in, d_out, weight, direct_shape(g), scratch,
+                                       options.accumulate_d_in);
+    return;
+  }
   const int threads = omp_get_max_threads();
   const int K = g.K;
   const int64_t L = plan.row_length;

@@ -4,6 +4,7 @@
 // statistics.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "h5_read.hpp"
@@ -63,14 +64,18 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
     }
     const auto torch_loss = read_dataset<double>(ref, optimizer + "/loss");
     REQUIRE(torch_loss.size() == size_t(steps));
+    double worst_loss = 0;
     for (int k = 0; k < steps; ++k) {
       m->forward(images.data(), batch, true);
       const double loss = m->loss(labels.data(), smoothing, 1.0f / batch);
       m->backward();
       opt->step(lr);
       INFO("step " << k << ": nostrum " << loss << " torch " << torch_loss[k]);
-      CHECK(std::abs(loss - torch_loss[k]) / std::abs(torch_loss[k]) < 1e-4);
+      const double loss_error = std::abs(loss - torch_loss[k]) / std::abs(torch_loss[k]);
+      worst_loss = std::max(worst_loss, loss_error);
+      CHECK(loss_error < 1e-6);  // observed 8e-8 to 1e-7
     }
+    WARN(optimizer << ": loss curve within " << worst_loss << " of PyTorch's");
     CHECK(torch_loss.back() < 0.8 * torch_loss.front());  // the curve falls: it trains
     double worst = 0;
     std::string worst_name;
@@ -92,7 +97,12 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
       }
     }
     INFO("worst final-weight relative error " << worst << " at " << worst_name);
-    CHECK(worst < 1e-4);
+    // Ten steps through ReLUs are not smooth in the weights: PyTorch against itself, with the
+    // initial weights perturbed by 1e-7 (relative, Gaussian), ends 1.42e-4 apart in
+    // layer1.0.bn2.bias in 2 of 12 trials (one activation crosses zero in the last step; the
+    // other 10 trials: 1.0-1.4e-6). nostrum's kernels round like such a perturbation, so the
+    // bound sits above that jump; a real error in any layer or update is far larger.
+    CHECK(worst < 1e-3);
     WARN(optimizer << ": final weights within " << worst << " of PyTorch (" << worst_name << ")");
   }
 }

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
+using nostrum::layers::ConvAlgorithm;
 using nostrum::layers::ConvGeometry;
 using nostrum::layers::ConvOptions;
 using nostrum::layers::ConvThreading;
@@ -148,7 +150,74 @@ const std::vector<ConvGeometry>& shapes() {
   return all;
 }
 
+// Shapes the direct kernels take (K % 16 == 0): full 14-pixel tiles and every kind of remainder,
+// 16- and 32-channel output blocks, 1, 3 and 16+ input channels (the weight-gradient blocks of 16,
+// 8, 4, 2, 1 channels), strides 1 and 2, pads 0 to 3, batches that split into bands of rows.
+const std::vector<ConvGeometry>& direct_shapes() {
+  static const std::vector<ConvGeometry> all = {
+      geometry(2, 28, 28, 16, 16, 3, 3, 1, 1),  // resnet8's first stage: two full tiles per row
+      geometry(3, 14, 14, 16, 32, 3, 3, 2, 1),  // its downsampling conv: stride 2, 7-pixel tiles
+      geometry(1, 9, 17, 32, 48, 3, 3, 1, 1),   // 17 = 14 + 3 pixels; 48 = 32 + 16 channels
+      geometry(2, 11, 10, 31, 16, 3, 3, 1, 0),  // C = 31: blocks of 16, 8, 4, 2, 1; no padding
+      geometry(1, 15, 13, 3, 16, 7, 7, 2, 3),   // the ResNet stem: 7x7 stride 2 pad 3, C = 3
+      geometry(4, 6, 6, 1, 16, 3, 3, 1, 1),     // one input channel (Fashion-MNIST's stem)
+      geometry(2, 9, 9, 16, 64, 1, 1, 2, 0),    // 1x1 stride 2 shortcut
+      geometry(2, 7, 7, 64, 64, 1, 1, 1, 0),    // 1x1 stride 1
+      geometry(1, 5, 5, 16, 16, 5, 5, 1, 2),    // 5x5: data gradient with pad' = 2
+  };
+  return all;
+}
+
 }  // namespace
+
+TEST_CASE("the direct conv kernels match the naive reference and the GEMM path", "[conv2d]") {
+  using nostrum::kernels::DirectConvShape;
+  if (!nostrum::kernels::direct_conv_available()) {
+    // Nothing to test on a CPU without AVX-512F: the GEMM path, tested above, runs instead.
+    WARN("this CPU has no AVX-512F: the direct conv kernels are not used here");
+    REQUIRE_FALSE(__builtin_cpu_supports("avx512f"));
+    return;
+  }
+  std::mt19937 rng(5);
+  for (const ConvGeometry& g : direct_shapes()) {
+    DirectConvShape d;
+    d.N = g.N, d.H = g.H, d.W = g.W, d.C = g.C, d.K = g.K, d.R = g.R, d.S = g.S;
+    d.stride = g.stride, d.pad = g.pad;
+    REQUIRE(nostrum::kernels::direct_conv_forward_fits(d));
+    REQUIRE(nostrum::kernels::direct_conv_backward_weights_fits(d));
+    const bool data_direct = g.stride == 1 && g.C % 16 == 0;
+    REQUIRE(nostrum::kernels::direct_conv_backward_data_fits(d) == data_direct);
+    const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
+    const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
+    const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+    const Reference ref(g, in, weight, d_out);
+    ConvOptions direct;
+    direct.algorithm = ConvAlgorithm::kDirect;
+    const Run run = run_conv(g, in, weight, d_out, direct);
+    const std::string what = name(g) + " direct";
+    require_close(run.out, ref.out, what + ": forward");
+    require_close(run.d_in, ref.d_in, what + ": d_in");
+    require_close(run.d_weight, ref.d_weight, what + ": d_weight");
+    // Same bits on a second run; forward and d_in also for any thread count (one thread sums each
+    // value in a fixed order), d_weight for this thread count.
+    const Run again = run_conv(g, in, weight, d_out, direct);
+    REQUIRE(again.out == run.out);
+    REQUIRE(again.d_in == run.d_in);
+    REQUIRE(again.d_weight == run.d_weight);
+    std::vector<float> acc = random_vector(in.size(), rng);
+    Exact want = ref.d_in;
+    want.terms += 1;
+    for (size_t i = 0; i < acc.size(); ++i) {
+      want.value[i] += acc[i];
+      want.abs_sum[i] += std::abs(acc[i]);
+    }
+    direct.accumulate_d_in = true;
+    std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, direct));
+    nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
+                                          scratch.data(), direct);
+    require_close(acc, want, what + ": d_in accumulated");
+  }
+}
 
 TEST_CASE("conv2d matches the naive reference in every threading mode and tile size", "[conv2d]") {
   std::mt19937 rng(42);
@@ -202,7 +271,9 @@ TEST_CASE("conv2d gradients agree with central differences of the loss", "[conv2
   // of the gradient scale observed, so 3e-4 leaves a wide margin while any real bug is O(1).
   std::mt19937 rng(7);
   const double eps = 1e-2;
-  for (const ConvGeometry& g : shapes()) {
+  std::vector<ConvGeometry> all = shapes();
+  all.insert(all.end(), direct_shapes().begin(), direct_shapes().end());  // the direct kernels too
+  for (const ConvGeometry& g : all) {
     auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
     auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
     const auto G = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);

@@ -35,8 +35,15 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
 // bit-reproducible for a fixed choice and thread count.
 enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
 
+// Which algorithm a pass uses: the direct AVX-512 kernels (kernels/direct_conv.hpp) where the CPU
+// and the shape allow, or GEMMs (im2col for R*S > 1). kAuto takes the direct kernels for the small
+// channel counts where they beat the GEMMs (at most 64 channels in and out); kDirect takes them
+// wherever they fit; kGemm never. Passes the direct kernels cannot run use GEMMs in every mode.
+enum class ConvAlgorithm { kAuto, kGemm, kDirect };
+
 struct ConvOptions {
-  ConvThreading threading = ConvThreading::kAuto;
+  ConvThreading threading = ConvThreading::kAuto;  // of the GEMM path
+  ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
   size_t column_budget_floats = 0;  // column region (tiles, partials), all threads; 0: 32 MiB
   // Backward-data only: d_in += the input gradient instead of d_in = (a residual block's input
   // gradient is the shortcut's plus the path's: one pass instead of two).

@@ -1,0 +1,43 @@
+// Direct NHWC convolution for small channel counts, without im2col: AVX-512 register tiles (16
+// output channels per vector, up to 14 pixels per weight load), picked at run time when the CPU
+// has AVX-512F (never -march=native). Every output value is summed by one thread in a fixed order,
+// so forward and backward-data give the same bits for any thread count; the weight gradient sums
+// per-thread partials in thread order, reproducible for a fixed thread count.
+#pragma once
+
+#include <cstddef>
+
+namespace nostrum::kernels {
+
+// Input (N, H, W, C), weights (K, C, R, S) in PyTorch's layout, output (N, P, Q, K).
+struct DirectConvShape {
+  int N = 1, H = 1, W = 1, C = 1, K = 1, R = 1, S = 1, stride = 1, pad = 0;
+  int P() const { return (H + 2 * pad - R) / stride + 1; }
+  int Q() const { return (W + 2 * pad - S) / stride + 1; }
+};
+
+// Whether this CPU runs the kernels (AVX-512F; checked once).
+bool direct_conv_available();
+
+// Whether each pass can run directly for this shape on this CPU. Forward and weight gradient:
+// K % 16 == 0, stride 1 or 2. Data gradient: stride 1, C % 16 == 0, square kernel, pad < R.
+bool direct_conv_forward_fits(const DirectConvShape& s);
+bool direct_conv_backward_data_fits(const DirectConvShape& s);
+bool direct_conv_backward_weights_fits(const DirectConvShape& s);
+
+// Floats of `packed` the forward and backward-data calls need (the weights reordered).
+size_t direct_conv_packed_floats(const DirectConvShape& s);
+
+// out (N,P,Q,K) = conv(in, weight).
+void direct_conv_forward(float* out, const float* in, const float* weight,
+                         const DirectConvShape& s, float* packed);
+
+// d_in (N,H,W,C) = (or += when accumulate) the input gradient from d_out (N,P,Q,K).
+void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
+                               const DirectConvShape& s, float* packed, bool accumulate);
+
+// d_weight (K,C,R,S) = the weight gradient from d_out (N,P,Q,K) and in (N,H,W,C).
+void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,
+                                  const DirectConvShape& s);
+
+}  // namespace nostrum::kernels

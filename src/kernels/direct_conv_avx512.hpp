@@ -1,0 +1,29 @@
+// The AVX-512 compute kernels of the direct convolution (src/kernels/direct_conv.cpp drives them).
+// Private to src/kernels: direct_conv_avx512.cpp is compiled with -mavx512f and holds nothing but
+// these loops, so no inline function of a shared header is ever emitted with AVX-512 instructions;
+// the driver calls them only after checking the CPU at run time.
+#pragma once
+
+#include <cstdint>
+
+namespace nostrum::kernels::avx512 {
+
+// One image (or a band of its rows): the input already zero-padded.
+struct DirectShape {
+  int Hp = 0, Wp = 0;      // padded input height and width
+  int Cin = 0, Cout = 0;   // channels in and out; Cout % 16 == 0
+  int R = 1, S = 1, stride = 1;  // stride 1 or 2
+  int P = 0, Q = 0;        // output height and width
+};
+
+// out rows [p_begin, p_end) of one image (P, Q, Cout) = (or += when accumulate) the convolution of
+// img with wt. img holds padded input rows [row0, ...) channel-major within a row: element
+// (h, c, w) at ((h - row0) * Cin + c) * Wp + w. wt is ((R, S, Cin), Cout): output channels last.
+void conv_rows(float* out, const float* img, int row0, const float* wt, const DirectShape& s,
+               int p_begin, int p_end, bool accumulate);
+
+// dw ((R, S, Cin), Cout) += this image's weight gradient: img is the padded input (Hp, Wp, Cin)
+// (NHWC), dout the image's output gradient (P, Q, Cout). Sums pixels in (p, q) order.
+void weight_grad_image(float* dw, const float* img, const float* dout, const DirectShape& s);
+
+}  // namespace nostrum::kernels::avx512
