@@ -28,8 +28,9 @@ constexpr size_t kTileFloats = size_t(1) << 19;  // one thread's im2col tile: 2 
 // OpenBLAS re-packs the weights for every GEMM call: below ~512 rows a call that costs more than a
 // few per cent of its multiply-adds.
 constexpr int64_t kMinTileRows = 512;
-// ConvAlgorithm::kAuto: the direct kernels up to this many channels in and out.
-constexpr int kDirectMaxChannels = 64;
+// ConvAlgorithm::kAuto: the direct kernels up to this many channels in and out (half as many for
+// stride 2).
+constexpr int kDirectMaxChannels = 128;
 
 std::string describe(const ConvGeometry& g) {
   return "conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) +
@@ -102,7 +103,12 @@ bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
                                                      : kernels::direct_conv_backward_weights_fits(s);
   if (!fits) return false;
   if (algorithm == ConvAlgorithm::kDirect) return true;
-  return g.C <= kDirectMaxChannels && g.K <= kDirectMaxChannels;
+  // kAuto, from nostrum-conv-bench --algorithm all (tools/bench/README.md): the direct kernels win
+  // on spatial kernels with few channels (their tiles stay in L1/L2); 1x1 convs are plain GEMMs,
+  // and a weight gradient over 2-15 input channels leaves the direct kernel's registers idle.
+  const int max_channels = g.stride == 1 ? kDirectMaxChannels : kDirectMaxChannels / 2;
+  if (g.R * g.S == 1 || g.C > max_channels || g.K > max_channels) return false;
+  return pass != Pass::kBackwardWeights || g.C >= 16 || g.C * g.R * g.S <= 16;
 }
 
 // Rows per tile when each of `threads` threads owns a slice of the column region (after the

@@ -49,7 +49,18 @@ struct Options {
   bool list = false, ceiling = true;
   size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
   std::vector<nostrum::layers::ConvThreading> threadings = {nostrum::layers::ConvThreading::kAuto};
+  std::vector<nostrum::layers::ConvAlgorithm> algorithms = {nostrum::layers::ConvAlgorithm::kAuto};
 };
+
+const char* threading_name(nostrum::layers::ConvThreading t) {
+  using nostrum::layers::ConvThreading;
+  return t == ConvThreading::kAuto ? "auto" : t == ConvThreading::kSharedGemm ? "shared" : "per-thread";
+}
+
+const char* algorithm_name(nostrum::layers::ConvAlgorithm a) {
+  using nostrum::layers::ConvAlgorithm;
+  return a == ConvAlgorithm::kAuto ? "auto" : a == ConvAlgorithm::kGemm ? "gemm" : "direct";
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -88,11 +99,27 @@ Options parse(int argc, char** argv) {
       else
         throw nostrum::OptionError("unknown threading '" + v + "'", "--threading",
                                    "use auto, shared, per-thread or all");
+    } else if (a == "--algorithm") {
+      using nostrum::layers::ConvAlgorithm;
+      const std::string v = value();
+      if (v == "auto")
+        o.algorithms = {ConvAlgorithm::kAuto};
+      else if (v == "gemm")
+        o.algorithms = {ConvAlgorithm::kGemm};
+      else if (v == "direct")
+        o.algorithms = {ConvAlgorithm::kDirect};
+      else if (v == "all")
+        o.algorithms = {ConvAlgorithm::kAuto, ConvAlgorithm::kGemm, ConvAlgorithm::kDirect};
+      else
+        throw nostrum::OptionError("unknown algorithm '" + v + "'", "--algorithm",
+                                   "use auto, gemm, direct or all");
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
-          "[--threading auto|shared|per-thread|all] [--budget FLOATS] [--only NAME-SUBSTRING] "
-          "[--list] [--no-ceiling]\n"
+          "[--threading auto|shared|per-thread|all] [--algorithm auto|gemm|direct|all] "
+          "[--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling]\n"
+          "  --threading: of the GEMM path; --algorithm: direct AVX-512 kernels or GEMMs (all: "
+          "interleaved per conv)\n"
           "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
           "SGEMM probe\n");
       std::exit(0);
@@ -163,18 +190,20 @@ int main(int argc, char** argv) try {
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
   std::printf("# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s\n",
               omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), ceiling);
-  std::printf("# %-36s %-10s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
-              "conv", "threading", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%", "bwd-w%");
+  std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
+              "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%", "bwd-w%");
   double total_flops = 0.0, total_seconds = 0.0;
   for (const auto& c : convs) {
     if (!opt.only.empty() && c.name.find(opt.only) == std::string::npos) continue;
     const auto& g = c.geometry;
     const double flops = g.forward_flops();
-    for (const auto threading : opt.threadings) {
+    bool first = true;
+    for (const auto threading : opt.threadings)
+    for (const auto algorithm : opt.algorithms) {
       conv_options.threading = threading;
-      const char* mode = threading == nostrum::layers::ConvThreading::kAuto         ? "auto"
-                         : threading == nostrum::layers::ConvThreading::kSharedGemm ? "shared"
-                                                                                    : "per-thread";
+      conv_options.algorithm = algorithm;
+      const std::string mode =
+          std::string(threading_name(threading)) + "/" + algorithm_name(algorithm);
       const double fwd = best_seconds(opt.repeats, [&] {
         nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
       });
@@ -185,17 +214,19 @@ int main(int argc, char** argv) try {
         nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
       });
       const double gf = flops * 1e-9;
-      std::printf("  %-36s %-10s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
-                  c.name.c_str(), mode, c.count, gf / fwd, gf / bwd_d, gf / bwd_w, pct(gf / fwd),
+      std::printf("  %-36s %-18s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
+                  c.name.c_str(), mode.c_str(), c.count, gf / fwd, gf / bwd_d, gf / bwd_w, pct(gf / fwd),
                   pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3, bwd_d * 1e3, bwd_w * 1e3);
       std::printf(
-          "{\"conv\": \"%s\", \"threading\": \"%s\", \"count\": %d, \"threads\": %d, \"gflop\": "
-          "%.4f, "
+          "{\"conv\": \"%s\", \"threading\": \"%s\", \"algorithm\": \"%s\", \"count\": %d, "
+          "\"threads\": %d, \"gflop\": %.4f, "
           "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
           "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
-          c.name.c_str(), mode, c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
+          c.name.c_str(), threading_name(threading), algorithm_name(algorithm), c.count,
+          omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
           gf / bwd_w, ceiling);
-      if (threading != opt.threadings.front()) continue;  // totals of the first mode
+      if (!first) continue;  // totals of the first mode
+      first = false;
       const bool stem = g.C <= 4;                         // the stem needs no input gradient
       total_flops += c.count * flops * (stem ? 2 : 3);
       total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));

@@ -36,9 +36,10 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
 enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
 
 // Which algorithm a pass uses: the direct AVX-512 kernels (kernels/direct_conv.hpp) where the CPU
-// and the shape allow, or GEMMs (im2col for R*S > 1). kAuto takes the direct kernels for the small
-// channel counts where they beat the GEMMs (at most 64 channels in and out); kDirect takes them
-// wherever they fit; kGemm never. Passes the direct kernels cannot run use GEMMs in every mode.
+// and the shape allow, or GEMMs (im2col for R*S > 1). kAuto takes the direct kernels where they
+// measured faster: spatial kernels (R*S > 1) with at most 128 channels in and out (64 at stride 2),
+// not for the weight gradient of 2-15 input channels; kDirect takes them wherever they fit; kGemm
+// never. Passes the direct kernels cannot run use GEMMs in every mode.
 enum class ConvAlgorithm { kAuto, kGemm, kDirect };
 
 struct ConvOptions {
