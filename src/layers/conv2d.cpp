@@ -104,10 +104,13 @@ bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
   if (!fits) return false;
   if (algorithm == ConvAlgorithm::kDirect) return true;
   // kAuto, from nostrum-conv-bench --algorithm all (tools/bench/README.md): the direct kernels win
-  // on spatial kernels with few channels (their tiles stay in L1/L2); 1x1 convs are plain GEMMs,
-  // and a weight gradient over 2-15 input channels leaves the direct kernel's registers idle.
+  // on spatial kernels with few channels (their tiles stay in L1/L2); 1x1 convs are plain GEMMs
+  // except for the weight gradient of a thin one (resnet8's shortcuts: the GEMM's inner dimension
+  // is all pixels, its output only C x K), and a weight gradient over 2-15 input channels leaves
+  // the direct kernel's registers idle.
+  if (g.R * g.S == 1) return pass == Pass::kBackwardWeights && g.C <= 32 && g.K <= 64;
   const int max_channels = g.stride == 1 ? kDirectMaxChannels : kDirectMaxChannels / 2;
-  if (g.R * g.S == 1 || g.C > max_channels || g.K > max_channels) return false;
+  if (g.C > max_channels || g.K > max_channels) return false;
   return pass != Pass::kBackwardWeights || g.C >= 16 || g.C * g.R * g.S <= 16;
 }
 
