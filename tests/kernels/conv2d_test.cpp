@@ -1,6 +1,7 @@
 // Conv2d (NHWC, OIHW weights) against a naive float64 7-loop reference, forward and both gradients,
 // for every threading mode and tile size, plus central-difference checks of the gradients.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -170,16 +171,27 @@ const std::vector<ConvGeometry>& direct_shapes() {
 
 }  // namespace
 
-TEST_CASE("the direct conv kernels match the naive reference and the GEMM path", "[conv2d]") {
+TEST_CASE("direct kernels and GEMM path match the naive reference when K is a multiple of 16",
+          "[conv2d]") {
   using nostrum::kernels::DirectConvShape;
-  if (!nostrum::kernels::direct_conv_available()) {
-    // Nothing to test on a CPU without AVX-512F: the GEMM path, tested above, runs instead.
-    WARN("this CPU has no AVX-512F: the direct conv kernels are not used here");
-    REQUIRE_FALSE(__builtin_cpu_supports("avx512f"));
-    return;
-  }
+  const bool direct_here = nostrum::kernels::direct_conv_available();
+  REQUIRE(direct_here == bool(__builtin_cpu_supports("avx512f")));
+  if (!direct_here) WARN("this CPU has no AVX-512F: only the GEMM path is checked here");
   std::mt19937 rng(5);
   for (const ConvGeometry& g : direct_shapes()) {
+    const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
+    const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
+    const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+    const Reference ref(g, in, weight, d_out);
+    // The GEMM path on the same shapes: what a CPU without AVX-512F runs.
+    ConvOptions gemm;
+    gemm.algorithm = ConvAlgorithm::kGemm;
+    const Run by_gemm = run_conv(g, in, weight, d_out, gemm);
+    require_close(by_gemm.out, ref.out, name(g) + " gemm: forward");
+    require_close(by_gemm.d_in, ref.d_in, name(g) + " gemm: d_in");
+    require_close(by_gemm.d_weight, ref.d_weight, name(g) + " gemm: d_weight");
+    if (!direct_here) continue;
+
     DirectConvShape d;
     d.N = g.N, d.H = g.H, d.W = g.W, d.C = g.C, d.K = g.K, d.R = g.R, d.S = g.S;
     d.stride = g.stride, d.pad = g.pad;
@@ -187,10 +199,6 @@ TEST_CASE("the direct conv kernels match the naive reference and the GEMM path",
     REQUIRE(nostrum::kernels::direct_conv_backward_weights_fits(d));
     const bool data_direct = g.stride == 1 && g.C % 16 == 0;
     REQUIRE(nostrum::kernels::direct_conv_backward_data_fits(d) == data_direct);
-    const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
-    const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
-    const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
-    const Reference ref(g, in, weight, d_out);
     ConvOptions direct;
     direct.algorithm = ConvAlgorithm::kDirect;
     const Run run = run_conv(g, in, weight, d_out, direct);
@@ -198,12 +206,18 @@ TEST_CASE("the direct conv kernels match the naive reference and the GEMM path",
     require_close(run.out, ref.out, what + ": forward");
     require_close(run.d_in, ref.d_in, what + ": d_in");
     require_close(run.d_weight, ref.d_weight, what + ": d_weight");
-    // Same bits on a second run; forward and d_in also for any thread count (one thread sums each
-    // value in a fixed order), d_weight for this thread count.
+    // Same bits on a second run (forward and d_in for any thread count: one thread sums each value
+    // in a fixed order; d_weight for this thread count).
     const Run again = run_conv(g, in, weight, d_out, direct);
     REQUIRE(again.out == run.out);
     REQUIRE(again.d_in == run.d_in);
     REQUIRE(again.d_weight == run.d_weight);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(threads == 1 ? 2 : 1);  // another thread count
+    const Run other = run_conv(g, in, weight, d_out, direct);
+    omp_set_num_threads(threads);
+    REQUIRE(other.out == run.out);
+    if (data_direct) REQUIRE(other.d_in == run.d_in);
     std::vector<float> acc = random_vector(in.size(), rng);
     Exact want = ref.d_in;
     want.terms += 1;
