@@ -129,6 +129,15 @@ int64_t per_thread_tile_rows(const Plan& plan, Pass pass, int threads) {
   return std::min(want, int64_t(room / (size_t(threads) * plan.row_length)));
 }
 
+// The piece size when `total` items are cut into pieces of at most `most`, their count rounded up
+// to a multiple of `threads`: every thread gets as many pieces (a conv with few rows, e.g. ResNet-50's
+// last stage at 64x64 input, would otherwise be one tile on one thread while the others idle).
+int64_t balanced_piece(int64_t total, int64_t most, int threads) {
+  int64_t pieces = (total + most - 1) / most;
+  pieces = std::min(total, (pieces + threads - 1) / threads * threads);
+  return (total + pieces - 1) / pieces;
+}
+
 // [begin, end) of `count` items for part `part` of `parts` (balanced, contiguous).
 inline int64_t split(int64_t count, int part, int parts) {
   return count * part / parts;
@@ -222,7 +231,8 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
   }
 
   // Fixed tiles, handed out dynamically: a row's result does not depend on which thread ran it.
-  const int64_t tile = per_thread_tile_rows(plan, Pass::kForward, threads);
+  const int64_t tile =
+      balanced_piece(plan.rows, per_thread_tile_rows(plan, Pass::kForward, threads), threads);
   const int64_t tiles = (plan.rows + tile - 1) / tile;
 #pragma omp parallel num_threads(threads)
   {
@@ -336,7 +346,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
            d_in, int(L));
       return;
     }
-    const int64_t tile = per_thread_tile_rows(plan, Pass::kBackwardData, threads);
+    const int64_t tile =
+        balanced_piece(plan.rows, per_thread_tile_rows(plan, Pass::kBackwardData, threads), threads);
     const int64_t tiles = (plan.rows + tile - 1) / tile;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < tiles; ++i) {
@@ -363,7 +374,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
   // Per-thread: the unit of work is a group of whole images, so a thread's scatter into d_in never
   // meets another thread's; groups are handed out dynamically, tiles within a group in order.
   const int64_t tile = per_thread_tile_rows(plan, Pass::kBackwardData, threads);
-  const int64_t images_per_unit = std::max<int64_t>(1, tile / rows_per_image);
+  const int64_t images_per_unit =
+      balanced_piece(g.N, std::max<int64_t>(1, tile / rows_per_image), threads);
   const int64_t units = (g.N + images_per_unit - 1) / images_per_unit;
 #pragma omp parallel num_threads(threads)
   {
