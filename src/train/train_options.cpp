@@ -99,8 +99,14 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("threads", po::value(&o.threads)->default_value(o.threads),
      "OpenMP threads per rank (0 = the cores this rank may use)")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
-    ("no-overlap", po::bool_switch()->notifier([&](bool on) { o.overlap = !on; }),
-     "allreduce all gradients after backward instead of overlapping")
+    ("overlap", po::value(&o.overlap)->default_value(o.overlap),
+     "allreduce gradient buckets on a communication thread during backward: on, off, or auto (on "
+     "when the rank has a core beyond its OpenMP threads; a communication thread polling on a busy "
+     "core slows backward more than it hides)")
+    ("no-overlap", po::bool_switch()->notifier([&](bool on) {
+       if (on) o.overlap = "off";
+     }),
+     "the same as --overlap off")
     ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
     ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
      "ranks per sync-BN group (0 = all ranks)");
@@ -146,6 +152,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
 
   require_choice("model", o.model, model::model_names());
   require_choice("optimizer", o.optimizer, {"sgd", "lars"});
+  require_choice("overlap", o.overlap, {"auto", "on", "off"});
   require_choice("lr-schedule", o.lr_schedule, {"poly", "cosine", "step", "onecycle"});
   require_choice("submission-status", o.submission_status, {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");

@@ -43,7 +43,9 @@ struct TrainOptions {
   // parallelism
   int threads = 0;           // OpenMP threads per rank; 0 = cores available to the rank
   double bucket_mb = 25.0;
-  bool overlap = true;       // allreduce buckets on a communication thread during backward
+  // allreduce buckets on a communication thread during backward: on, off, or auto (on when the
+  // rank may use a core beyond its OpenMP threads, for the communication thread to poll on)
+  std::string overlap = "auto";
   bool sync_bn = false;
   int sync_bn_group = 0;     // ranks per sync-BN group; 0 = all
   // run and output

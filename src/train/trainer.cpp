@@ -86,11 +86,9 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world) {
   mllog.start(NOSTRUM_HERE, keys::kInitStart);
 
   // ---- threads and binding --------------------------------------------------------------------
-  int threads = o.threads;
-  if (threads == 0) {
-    const mpi::RankBinding binding = mpi::local_binding(world.rank());
-    threads = std::max<int>(1, static_cast<int>(binding.cores.size()));
-  }
+  const mpi::RankBinding binding = mpi::local_binding(world.rank());
+  const int rank_cores = std::max<int>(1, static_cast<int>(binding.cores.size()));
+  const int threads = o.threads > 0 ? o.threads : rank_cores;
   omp_set_num_threads(threads);
   {
     std::ostringstream table;
@@ -276,10 +274,18 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world) {
   // ---- gradient allreduce -----------------------------------------------------------------------
   std::unique_ptr<mpi::GradientAllreducer> allreducer;
   if (ranks > 1) {
+    // auto: overlap only where this rank has a core its OpenMP threads leave free (the same on
+    // every rank under a uniform launch; the modes give bit-identical sums in any case).
+    const bool spare_core = rank_cores > threads;
+    const bool overlap = o.overlap == "on" || (o.overlap == "auto" && spare_core);
     allreducer = std::make_unique<mpi::GradientAllreducer>(
         world, net->gradient_data(), net->parameter_count(), o.bucket_mb, 1.0,
-        o.overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
+        overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
         /*main_thread_calls_mpi=*/bn_reducer != nullptr);
+    if (o.overlap == "auto" && !spare_core)
+      say("note: no overlap: " + std::to_string(threads) + " thread(s) on " +
+          std::to_string(rank_cores) +
+          " core(s) per rank leave none for a communication thread (--overlap on forces it)");
     if (!allreducer->mode_note().empty()) say("note: " + allreducer->mode_note());
     say("gradients: " + std::to_string(allreducer->buckets().size()) + " bucket(s) of <= " +
         std::to_string(o.bucket_mb) + " MB, " +

@@ -22,6 +22,9 @@ def main():
     check(p.returncode != 0 and "--optimizer" in p.stderr and "sgd, lars" in p.stderr,
           "invalid choice names the option and the valid choices")
 
+    p = run_plain(["--data", "/nonexistent", "--overlap", "sometimes"])
+    check(p.returncode != 0 and "--overlap" in p.stderr and "auto, on, off" in p.stderr,
+          "invalid --overlap names the valid choices")
     p = run_plain(["--data", "/nonexistent", "--model", "resnet9"])
     check(p.returncode != 0 and "--model" in p.stderr and "resnet50" in p.stderr,
           "unknown model lists the valid models")
