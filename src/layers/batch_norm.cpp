@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "nostrum/core/error.hpp"
@@ -251,19 +252,26 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
                                   const float* beta, const float* running_mean,
                                   const float* running_var, int64_t rows, int C,
                                   const BatchNormOptions& options) {
-  const bool relu = options.fuse_relu;
-  const float eps = options.eps;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in + r * C;
-    float* y = out + r * C;
-    const float* z = options.residual ? options.residual + r * C : nullptr;
-    for (int c = 0; c < C; ++c) {
-      const float invstd = 1.0f / std::sqrt(running_var[c] + eps);
-      float v = (x[c] - running_mean[c]) * (invstd * gamma[c]) + beta[c];
-      if (z) v = v + z[c];
-      y[c] = relu ? std::max(v, 0.0f) : v;
-    }
+  // Per channel once: invstd = 1 / sqrt(var + eps), then the training forward's row kernel with
+  // the running statistics in place of the batch's (the same expression, so the same bits as before
+  // the hoist: (x - mean) * (invstd * gamma) + beta (+ z), ReLU).
+  constexpr int kStackChannels = 4096;
+  float stack_invstd[kStackChannels];
+  float* invstd = stack_invstd;
+  std::unique_ptr<float[]> big;
+  if (C > kStackChannels) {
+    big.reset(new float[size_t(C)]);
+    invstd = big.get();
+  }
+  for (int c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(running_var[c] + options.eps);
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r1 > r0)
+      normalize_rows(out + r0 * C, in + r0 * C,
+                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd,
+                     gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }
 

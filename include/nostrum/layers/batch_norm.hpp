@@ -33,7 +33,7 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch);
 
-// Eval forward with the running statistics: out (rows,C) from in (rows,C). out may equal in.
+// Eval forward with the running statistics: out (rows,C) from in (rows,C), not overlapping.
 void batch_norm_forward_inference(float* out, const float* in, const float* gamma,
                                   const float* beta, const float* running_mean,
                                   const float* running_var, int64_t rows, int C,
