@@ -1,7 +1,8 @@
 // BatchNorm2d on NHWC activations viewed as (rows = N*H*W, C), PyTorch semantics: batch statistics in
 // training (biased variance to normalise, unbiased for the running estimate), running ones in eval.
-// Optionally fused with a following ReLU. Statistics are two-pass, in double, from a fixed number of
-// row chunks combined in a fixed order, so results do not depend on the thread count.
+// Optionally fused with a following ReLU. Statistics are two-pass, in double (float partials of 16
+// rows), from a fixed number of row chunks combined in a fixed order, so results do not depend on
+// the thread count.
 #pragma once
 
 #include <cstddef>
