@@ -94,6 +94,14 @@ void run_conv(float* out, const float* in, const float* wt, int images, int H, i
   }
 }
 
+// Where output channel `k` of input position `i` (an (r, t, c) index of `positions`) goes in the
+// packed weights: blocks of 32 output channels (the last of 16 when out % 32 == 16), each
+// (positions, width) and contiguous (avx512::conv_rows).
+inline int64_t blocked_index(int64_t k, int64_t i, int64_t positions, int64_t out) {
+  const int64_t k0 = k - k % 32, width = std::min<int64_t>(32, out - k0);
+  return k0 * positions + i * width + (k - k0);
+}
+
 }  // namespace
 
 bool direct_conv_available() {
@@ -120,12 +128,13 @@ size_t direct_conv_packed_floats(const DirectConvShape& s) {
 
 void direct_conv_forward(float* out, const float* in, const float* weight,
                          const DirectConvShape& s, float* packed) {
-  // packed ((r, t, c), k) = weight (k, c, r, t)
+  // packed in blocks of 32 output channels (conv_rows): (r, t, c, k) = weight (k, c, r, t)
   const int64_t RS = int64_t(s.R) * s.S;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < RS * s.C; ++i) {
     const int64_t rt = i / s.C, c = i % s.C;
-    for (int k = 0; k < s.K; ++k) packed[i * s.K + k] = weight[(k * int64_t(s.C) + c) * RS + rt];
+    for (int k = 0; k < s.K; ++k)
+      packed[blocked_index(k, i, RS * s.C, s.K)] = weight[(k * int64_t(s.C) + c) * RS + rt];
   }
   run_conv(out, in, packed, s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride, s.pad, false);
 }
@@ -133,14 +142,14 @@ void direct_conv_forward(float* out, const float* in, const float* weight,
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
                                const DirectConvShape& s, float* packed, bool accumulate) {
   // Stride 1: d_in is the convolution of d_out, padded by R-1-pad, with the kernel flipped and
-  // its channels swapped: packed ((r', t', k), c) = weight (k, c, R-1-r', S-1-t').
+  // its channels swapped: packed (r', t', k, c) = weight (k, c, R-1-r', S-1-t'), blocked by c.
   const int64_t RS = int64_t(s.R) * s.S;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < RS * s.K; ++i) {
     const int64_t rt = i / s.K, k = i % s.K;
     const int64_t r = s.R - 1 - rt / s.S, t = s.S - 1 - rt % s.S;
     for (int c = 0; c < s.C; ++c)
-      packed[i * s.C + c] = weight[(k * s.C + c) * RS + r * s.S + t];
+      packed[blocked_index(c, i, RS * s.K, s.C)] = weight[(k * s.C + c) * RS + r * s.S + t];
   }
   run_conv(d_in, d_out, packed, s.N, s.P(), s.Q(), s.K, s.C, s.R, s.S, 1, s.R - 1 - s.pad,
            accumulate);

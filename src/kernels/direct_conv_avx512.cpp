@@ -28,8 +28,10 @@ __attribute__((noinline)) void conv_tile(float* out, const float* img, int row0,
     const float* row = img + int64_t(p * ST + r - row0) * line + int64_t(q0) * ST;
     for (int t = 0; t < s.S; ++t) {
       const float* x = row + t;
-      const float* w = wt + int64_t(r * s.S + t) * s.Cin * s.Cout + k0;
-      for (int c = 0; c < s.Cin; ++c, x += s.Wp, w += s.Cout) {
+      // This block of output channels' weights is contiguous (see DirectShape): one step is
+      // 16*KB floats, so the weights stream through the cache lines in order.
+      const float* w = wt + int64_t(k0) * s.R * s.S * s.Cin + int64_t(r * s.S + t) * s.Cin * 16 * KB;
+      for (int c = 0; c < s.Cin; ++c, x += s.Wp, w += 16 * KB) {
         __m512 wv[KB];
 #pragma GCC unroll 4
         for (int b = 0; b < KB; ++b) wv[b] = _mm512_loadu_ps(w + 16 * b);

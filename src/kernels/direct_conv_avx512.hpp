@@ -18,7 +18,9 @@ struct DirectShape {
 
 // out rows [p_begin, p_end) of one image (P, Q, Cout) = (or += when accumulate) the convolution of
 // img with wt. img holds padded input rows [row0, ...) channel-major within a row: element
-// (h, c, w) at ((h - row0) * Cin + c) * Wp + w. wt is ((R, S, Cin), Cout): output channels last.
+// (h, c, w) at ((h - row0) * Cin + c) * Wp + w. wt holds the output channels in blocks of 32 (the
+// last of 16 when Cout % 32 == 16), each block ((R, S, Cin), width) and contiguous: weight
+// (k, r, s, c) at k0 * R*S*Cin + ((r * S + s) * Cin + c) * width + (k - k0), k0 = k - k % 32.
 void conv_rows(float* out, const float* img, int row0, const float* wt, const DirectShape& s,
                int p_begin, int p_end, bool accumulate);
 
