@@ -24,25 +24,27 @@ float* thread_buffer(size_t floats, int which) {
   return b.data();
 }
 
-// dst = padded rows [row0, row1) of image `img` (H, W, C), channel-major within a row:
-// (h, c, w) at ((h - row0) * C + c) * Wp + w, zeros outside the image.
-void pad_rows_channel_major(float* dst, const float* img, int H, int W, int C, int pad, int row0,
-                            int row1) {
-  const int Wp = W + 2 * pad;
+// dst = buffer rows [row0, row1) of a window on image `img` (H, W, C): buffer row h and column w
+// hold image row h + row_shift and column w + col_shift (zeros outside the image), channel-major
+// within a row: (h, c, w) at ((h - row0) * C + c) * Wp + w.
+void window_rows_channel_major(float* dst, const float* img, int H, int W, int C, int row_shift,
+                               int col_shift, int Wp, int row0, int row1) {
+  const int w_lo = std::clamp(-col_shift, 0, Wp), w_hi = std::clamp(W - col_shift, w_lo, Wp);
   for (int h = row0; h < row1; ++h) {
     float* line = dst + int64_t(h - row0) * C * Wp;
-    const int y = h - pad;
+    const int y = h + row_shift;
     if (y < 0 || y >= H) {
       std::memset(line, 0, sizeof(float) * size_t(C) * Wp);
       continue;
     }
     for (int c = 0; c < C; ++c) {
       float* d = line + int64_t(c) * Wp;
-      for (int w = 0; w < pad; ++w) d[w] = 0.0f, d[Wp - 1 - w] = 0.0f;
+      for (int w = 0; w < w_lo; ++w) d[w] = 0.0f;
+      for (int w = w_hi; w < Wp; ++w) d[w] = 0.0f;
     }
-    const float* src = img + int64_t(y) * W * C;
-    for (int w = 0; w < W; ++w)
-      for (int c = 0; c < C; ++c) line[int64_t(c) * Wp + pad + w] = src[int64_t(w) * C + c];
+    const float* src = img + (int64_t(y) * W + col_shift) * C;
+    for (int w = w_lo; w < w_hi; ++w)
+      for (int c = 0; c < C; ++c) line[int64_t(c) * Wp + w] = src[int64_t(w) * C + c];
   }
 }
 
@@ -63,35 +65,63 @@ void pad_image_nhwc(float* dst, const float* img, int H, int W, int C, int pad) 
   }
 }
 
-// Runs the forward kernel over `images` images of (H, W, Cin) -> (P, Q, Cout) with weights wt
-// ((R, S, Cin), Cout): units of work are bands of output rows, so a small batch still feeds every
-// thread; each unit pads only the input rows its band reads.
-void run_conv(float* out, const float* in, const float* wt, int images, int H, int W, int Cin,
-              int Cout, int R, int S, int stride, int pad, bool accumulate) {
+// One run of the forward kernel over a batch: each image's input (H, W, Cin) seen through a window
+// (buffer row h = image row h + row_shift, column likewise, Wp buffer columns), output (P, Q, Cout)
+// at out + n * out_image + p * out_row + q * out_pixel.
+struct ConvRun {
+  int images = 1, H = 1, W = 1, Cin = 1;
+  int64_t in_image = 0;
+  int row_shift = 0, col_shift = 0, Wp = 1;
+  int P = 1, Q = 1, Cout = 16, R = 1, S = 1, stride = 1;
+  int64_t out_image = 0, out_row = 0, out_pixel = 0;
+  bool accumulate = false;
+};
+
+// Units of work are bands of output rows, so a small batch still feeds every thread; each unit
+// fills only the buffer rows its band reads.
+void run_conv(float* out, const float* in, const float* wt, const ConvRun& c) {
   avx512::DirectShape ds;
-  ds.Wp = W + 2 * pad, ds.Hp = H + 2 * pad, ds.Cin = Cin, ds.Cout = Cout;
-  ds.R = R, ds.S = S, ds.stride = stride;
-  ds.P = (H + 2 * pad - R) / stride + 1, ds.Q = (W + 2 * pad - S) / stride + 1;
+  ds.Wp = c.Wp, ds.Hp = (c.P - 1) * c.stride + c.R, ds.Cin = c.Cin, ds.Cout = c.Cout;
+  ds.R = c.R, ds.S = c.S, ds.stride = c.stride, ds.P = c.P, ds.Q = c.Q;
+  ds.out_pixel = c.out_pixel, ds.out_row = c.out_row;
   const int threads = omp_get_max_threads();
-  const int bands = std::min(ds.P, std::max(1, (4 * threads + images - 1) / images));
-  const int64_t units = int64_t(images) * bands;
-  const int64_t in_image = int64_t(H) * W * Cin, out_image = int64_t(ds.P) * ds.Q * Cout;
+  const int bands = std::min(c.P, std::max(1, (4 * threads + c.images - 1) / c.images));
+  const int64_t units = int64_t(c.images) * bands;
 #pragma omp parallel
   {
     // The largest band's input rows.
-    const int band_rows = (ds.P + bands - 1) / bands;
-    const int rows = (band_rows - 1) * stride + R;
-    float* buf = thread_buffer(size_t(rows) * Cin * ds.Wp, 0);
+    const int band_rows = (c.P + bands - 1) / bands;
+    const int rows = (band_rows - 1) * c.stride + c.R;
+    float* buf = thread_buffer(size_t(rows) * c.Cin * c.Wp, 0);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const int n = int(u / bands), band = int(u % bands);
-      const int p0 = int(int64_t(ds.P) * band / bands), p1 = int(int64_t(ds.P) * (band + 1) / bands);
+      const int p0 = int(int64_t(c.P) * band / bands), p1 = int(int64_t(c.P) * (band + 1) / bands);
       if (p0 == p1) continue;
-      const int row0 = p0 * stride, row1 = (p1 - 1) * stride + R;
-      pad_rows_channel_major(buf, in + n * in_image, H, W, Cin, pad, row0, row1);
-      avx512::conv_rows(out + n * out_image, buf, row0, wt, ds, p0, p1, accumulate);
+      const int row0 = p0 * c.stride, row1 = (p1 - 1) * c.stride + c.R;
+      window_rows_channel_major(buf, in + n * c.in_image, c.H, c.W, c.Cin, c.row_shift,
+                                c.col_shift, c.Wp, row0, row1);
+      avx512::conv_rows(out + n * c.out_image, buf, row0, wt, ds, p0, p1, c.accumulate);
     }
   }
+}
+
+// The taps of one parity class of a stride-2 data gradient along one axis: input positions
+// h = 2 i + parity take kernel offsets r = first - 2 u (u = 0 .. count-1) from output rows
+// i + shift + u. count is 0 when no offset has the parity.
+struct ParityTaps {
+  int first = 0, count = 0, shift = 0;
+};
+
+ParityTaps parity_taps(int parity, int pad, int R) {
+  ParityTaps t;
+  int r = R - 1;
+  while (r >= 0 && ((r - parity - pad) & 1) != 0) --r;  // the largest offset with the parity
+  if (r < 0) return t;
+  t.first = r;
+  t.count = r / 2 + 1;
+  t.shift = (parity + pad - r) / 2;  // exact: parity + pad - r is even
+  return t;
 }
 
 // Where output channel `k` of input position `i` (an (r, t, c) index of `positions`) goes in the
@@ -114,8 +144,8 @@ bool direct_conv_forward_fits(const DirectConvShape& s) {
 }
 
 bool direct_conv_backward_data_fits(const DirectConvShape& s) {
-  return direct_conv_available() && s.stride == 1 && s.C % 16 == 0 && s.R == s.S &&
-         s.pad < s.R;
+  return direct_conv_available() && s.C % 16 == 0 &&
+         (s.stride == 2 || (s.stride == 1 && s.R == s.S && s.pad < s.R));
 }
 
 bool direct_conv_backward_weights_fits(const DirectConvShape& s) {
@@ -136,23 +166,72 @@ void direct_conv_forward(float* out, const float* in, const float* weight,
     for (int k = 0; k < s.K; ++k)
       packed[blocked_index(k, i, RS * s.C, s.K)] = weight[(k * int64_t(s.C) + c) * RS + rt];
   }
-  run_conv(out, in, packed, s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride, s.pad, false);
+  ConvRun c;
+  c.images = s.N, c.H = s.H, c.W = s.W, c.Cin = s.C, c.in_image = int64_t(s.H) * s.W * s.C;
+  c.row_shift = c.col_shift = -s.pad, c.Wp = s.W + 2 * s.pad;
+  c.P = s.P(), c.Q = s.Q(), c.Cout = s.K, c.R = s.R, c.S = s.S, c.stride = s.stride;
+  c.out_pixel = s.K, c.out_row = int64_t(c.Q) * s.K, c.out_image = int64_t(c.P) * c.out_row;
+  run_conv(out, in, packed, c);
 }
 
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
                                const DirectConvShape& s, float* packed, bool accumulate) {
-  // Stride 1: d_in is the convolution of d_out, padded by R-1-pad, with the kernel flipped and
-  // its channels swapped: packed (r', t', k, c) = weight (k, c, R-1-r', S-1-t'), blocked by c.
+  const int P = s.P(), Q = s.Q();
   const int64_t RS = int64_t(s.R) * s.S;
+  ConvRun c;
+  c.images = s.N, c.H = P, c.W = Q, c.Cin = s.K, c.in_image = int64_t(P) * Q * s.K;
+  c.Cout = s.C, c.stride = 1, c.accumulate = accumulate;
+  c.out_image = int64_t(s.H) * s.W * s.C;
+  if (s.stride == 1) {
+    // d_in is the convolution of d_out, padded by R-1-pad, with the kernel flipped and its
+    // channels swapped: packed (r', t', k, c) = weight (k, c, R-1-r', S-1-t'), blocked by c.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < RS * s.K; ++i) {
-    const int64_t rt = i / s.K, k = i % s.K;
-    const int64_t r = s.R - 1 - rt / s.S, t = s.S - 1 - rt % s.S;
-    for (int c = 0; c < s.C; ++c)
-      packed[blocked_index(c, i, RS * s.K, s.C)] = weight[(k * s.C + c) * RS + r * s.S + t];
+    for (int64_t i = 0; i < RS * s.K; ++i) {
+      const int64_t rt = i / s.K, k = i % s.K;
+      const int64_t r = s.R - 1 - rt / s.S, t = s.S - 1 - rt % s.S;
+      for (int c2 = 0; c2 < s.C; ++c2)
+        packed[blocked_index(c2, i, RS * s.K, s.C)] = weight[(k * s.C + c2) * RS + r * s.S + t];
+    }
+    c.row_shift = c.col_shift = -(s.R - 1 - s.pad), c.Wp = Q + 2 * (s.R - 1 - s.pad);
+    c.P = s.H, c.Q = s.W, c.R = s.R, c.S = s.S;
+    c.out_pixel = s.C, c.out_row = int64_t(s.W) * s.C;
+    run_conv(d_in, d_out, packed, c);
+    return;
   }
-  run_conv(d_in, d_out, packed, s.N, s.P(), s.Q(), s.K, s.C, s.R, s.S, 1, s.R - 1 - s.pad,
-           accumulate);
+  // Stride 2: each of the four parity classes of input pixels (h = 2i + a, w = 2j + b) is a
+  // stride-1 convolution of d_out with the kernel offsets of that parity (flipped, channels
+  // swapped), written to every other pixel of every other row of d_in.
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      const int Ha = (s.H - a + 1) / 2, Wb = (s.W - b + 1) / 2;
+      if (Ha <= 0 || Wb <= 0) continue;
+      const ParityTaps tr = parity_taps(a, s.pad, s.R), ts = parity_taps(b, s.pad, s.S);
+      float* out = d_in + (int64_t(a) * s.W + b) * s.C;
+      if (tr.count == 0 || ts.count == 0) {  // no kernel offset reaches these pixels
+        if (accumulate) continue;
+#pragma omp parallel for schedule(static)
+        for (int64_t ni = 0; ni < int64_t(s.N) * Ha; ++ni) {
+          const int64_t n = ni / Ha, i = ni % Ha;
+          for (int j = 0; j < Wb; ++j)
+            std::memset(out + n * c.out_image + (2 * i * s.W + 2 * j) * int64_t(s.C), 0,
+                        sizeof(float) * size_t(s.C));
+        }
+        continue;
+      }
+      const int64_t taps = int64_t(tr.count) * ts.count;
+      // packed (u, v, k, c) = weight (k, c, first_r - 2u, first_s - 2v), blocked by c.
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < taps * s.K; ++i) {
+        const int64_t uv = i / s.K, k = i % s.K;
+        const int64_t r = tr.first - 2 * (uv / ts.count), t = ts.first - 2 * (uv % ts.count);
+        for (int c2 = 0; c2 < s.C; ++c2)
+          packed[blocked_index(c2, i, taps * s.K, s.C)] = weight[(k * s.C + c2) * RS + r * s.S + t];
+      }
+      c.row_shift = tr.shift, c.col_shift = ts.shift, c.Wp = Wb + ts.count - 1;
+      c.P = Ha, c.Q = Wb, c.R = tr.count, c.S = ts.count;
+      c.out_pixel = 2 * int64_t(s.C), c.out_row = 2 * int64_t(s.W) * s.C;
+      run_conv(out, d_out, packed, c);
+    }
 }
 
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,

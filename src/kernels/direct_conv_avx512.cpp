@@ -48,7 +48,7 @@ __attribute__((noinline)) void conv_tile(float* out, const float* img, int row0,
   for (int m = 0; m < MT; ++m)
 #pragma GCC unroll 4
     for (int b = 0; b < KB; ++b) {
-      float* o = out + int64_t(m) * s.Cout + k0 + 16 * b;
+      float* o = out + int64_t(m) * s.out_pixel + k0 + 16 * b;
       const __m512 v = accumulate ? _mm512_add_ps(_mm512_loadu_ps(o), acc[m][b]) : acc[m][b];
       _mm512_storeu_ps(o, v);
     }
@@ -60,9 +60,9 @@ void conv_row(float* out_row, const float* img, int row0, const float* wt, const
               int p, int k0, bool accumulate) {
   int q = 0;
   for (; q + kMaxPixels <= s.Q; q += kMaxPixels)
-    conv_tile<KB, kMaxPixels, ST>(out_row + int64_t(q) * s.Cout, img, row0, wt, s, p, q, k0,
+    conv_tile<KB, kMaxPixels, ST>(out_row + int64_t(q) * s.out_pixel, img, row0, wt, s, p, q, k0,
                                   accumulate);
-  float* o = out_row + int64_t(q) * s.Cout;
+  float* o = out_row + int64_t(q) * s.out_pixel;
   switch (s.Q - q) {
 #define NOSTRUM_TILE(mt) \
   case mt:               \
@@ -79,7 +79,7 @@ template <int ST>
 void conv_rows_strided(float* out, const float* img, int row0, const float* wt,
                        const DirectShape& s, int p_begin, int p_end, bool accumulate) {
   for (int p = p_begin; p < p_end; ++p) {
-    float* out_row = out + int64_t(p) * s.Q * s.Cout;
+    float* out_row = out + int64_t(p) * s.out_row;
     int k0 = 0;
     for (; k0 + 32 <= s.Cout; k0 += 32)
       conv_row<2, ST>(out_row, img, row0, wt, s, p, k0, accumulate);

@@ -14,9 +14,14 @@ struct DirectShape {
   int Cin = 0, Cout = 0;   // channels in and out; Cout % 16 == 0
   int R = 1, S = 1, stride = 1;  // stride 1 or 2
   int P = 0, Q = 0;        // output height and width
+  // conv_rows only: floats from one output pixel to the next in a row, and from one output row to
+  // the next (Cout and Q * Cout for a dense image; larger when the output is every other pixel of
+  // a bigger image, as in the stride-2 data gradient's parity classes).
+  int64_t out_pixel = 0, out_row = 0;
 };
 
-// out rows [p_begin, p_end) of one image (P, Q, Cout) = (or += when accumulate) the convolution of
+// out rows [p_begin, p_end) of one image (P, Q, Cout; pixel (p, q) at p * out_row + q * out_pixel)
+// = (or += when accumulate) the convolution of
 // img with wt. img holds padded input rows [row0, ...) channel-major within a row: element
 // (h, c, w) at ((h - row0) * Cin + c) * Wp + w. wt holds the output channels in blocks of 32 (the
 // last of 16 when Cout % 32 == 16), each block ((R, S, Cin), width) and contiguous: weight

@@ -20,7 +20,8 @@ struct DirectConvShape {
 bool direct_conv_available();
 
 // Whether each pass can run directly for this shape on this CPU. Forward and weight gradient:
-// K % 16 == 0, stride 1 or 2. Data gradient: stride 1, C % 16 == 0, square kernel, pad < R.
+// K % 16 == 0, stride 1 or 2. Data gradient: C % 16 == 0 and stride 2, or stride 1 with a square
+// kernel and pad < R.
 bool direct_conv_forward_fits(const DirectConvShape& s);
 bool direct_conv_backward_data_fits(const DirectConvShape& s);
 bool direct_conv_backward_weights_fits(const DirectConvShape& s);
