@@ -42,9 +42,8 @@ void window_rows_channel_major(float* dst, const float* img, int H, int W, int C
       for (int w = 0; w < w_lo; ++w) d[w] = 0.0f;
       for (int w = w_hi; w < Wp; ++w) d[w] = 0.0f;
     }
-    const float* src = img + (int64_t(y) * W + col_shift) * C;
-    for (int w = w_lo; w < w_hi; ++w)
-      for (int c = 0; c < C; ++c) line[int64_t(c) * Wp + w] = src[int64_t(w) * C + c];
+    const float* src = img + (int64_t(y) * W + col_shift + w_lo) * C;
+    avx512::transpose_row(line + w_lo, Wp, src, w_hi - w_lo, C);
   }
 }
 

@@ -7,6 +7,10 @@
 
 #include <immintrin.h>
 
+// GCC 12's AVX-512 unpack/shuffle intrinsics pass _mm512_undefined_ps() as the merge source and
+// warn about it under -Wmaybe-uninitialized (GCC bug 105593, fixed in GCC 13): a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace nostrum::kernels::avx512 {
 
 namespace {
@@ -145,7 +149,56 @@ void weight_grad_strided(float* dw, const float* img, const float* dout, const D
     }
 }
 
+// r[i] (16 rows of 16) becomes its transpose: in-lane 32- and 64-bit interleaves, then two rounds
+// of 128-bit lane shuffles.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16], v[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x44);
+    v[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE);
+    v[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x44);
+    v[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(v[i], v[8 + i], 0x88);
+    r[i + 4] = _mm512_shuffle_f32x4(v[i], v[8 + i], 0xDD);
+    r[i + 8] = _mm512_shuffle_f32x4(v[4 + i], v[12 + i], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(v[4 + i], v[12 + i], 0xDD);
+  }
+}
+
 }  // namespace
+
+void transpose_row(float* dst, int64_t ld, const float* src, int W, int C) {
+  if (C % 16 != 0) {
+    for (int w = 0; w < W; ++w)
+      for (int c = 0; c < C; ++c) dst[int64_t(c) * ld + w] = src[int64_t(w) * C + c];
+    return;
+  }
+  for (int w0 = 0; w0 < W; w0 += 16) {
+    const int n = W - w0 < 16 ? W - w0 : 16;  // pixels in this block
+    const __mmask16 keep = __mmask16((1u << n) - 1u);
+    for (int c0 = 0; c0 < C; c0 += 16) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < n ? _mm512_loadu_ps(src + int64_t(w0 + i) * C + c0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + int64_t(c0 + j) * ld + w0, keep, r[j]);
+    }
+  }
+}
 
 void conv_rows(float* out, const float* img, int row0, const float* wt, const DirectShape& s,
                int p_begin, int p_end, bool accumulate) {

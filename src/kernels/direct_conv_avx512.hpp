@@ -33,4 +33,8 @@ void conv_rows(float* out, const float* img, int row0, const float* wt, const Di
 // (NHWC), dout the image's output gradient (P, Q, Cout). Sums pixels in (p, q) order.
 void weight_grad_image(float* dw, const float* img, const float* dout, const DirectShape& s);
 
+// dst[c * ld + w] = src[w * C + c] for w < W, c < C: W pixels of an NHWC row into C channel-major
+// lines (16x16 register transposes when C % 16 == 0, element by element otherwise).
+void transpose_row(float* dst, int64_t ld, const float* src, int W, int C);
+
 }  // namespace nostrum::kernels::avx512
