@@ -95,14 +95,14 @@ void conv_rows_strided(float* out, const float* img, int row0, const float* wt,
 template <int KB, int CT, int ST>
 __attribute__((noinline)) void weight_grad_block(float* dw, const float* img, const float* dout,
                                                  const DirectShape& s, int r, int t, int c0,
-                                                 int k0) {
+                                                 int k0, int p0, int p1) {
   __m512 acc[CT][KB];
   float* base = dw + (int64_t(r * s.S + t) * s.Cin + c0) * s.Cout + k0;
 #pragma GCC unroll 16
   for (int c = 0; c < CT; ++c)
 #pragma GCC unroll 4
     for (int b = 0; b < KB; ++b) acc[c][b] = _mm512_loadu_ps(base + int64_t(c) * s.Cout + 16 * b);
-  for (int p = 0; p < s.P; ++p) {
+  for (int p = p0; p < p1; ++p) {
     const float* x = img + (int64_t(p * ST + r) * s.Wp + t) * s.Cin + c0;
     const float* d = dout + int64_t(p) * s.Q * s.Cout + k0;
     for (int q = 0; q < s.Q; ++q, x += ST * s.Cin, d += s.Cout) {
@@ -127,26 +127,40 @@ __attribute__((noinline)) void weight_grad_block(float* dw, const float* img, co
 // channels, the rest in blocks of 8, 4, 2, 1.
 template <int KB, int CT_MAX, int ST>
 void weight_grad_channels(float* dw, const float* img, const float* dout, const DirectShape& s,
-                          int r, int t, int k0) {
+                          int r, int t, int k0, int p0, int p1) {
   int c = 0;
   for (; c + CT_MAX <= s.Cin; c += CT_MAX)
-    weight_grad_block<KB, CT_MAX, ST>(dw, img, dout, s, r, t, c, k0);
+    weight_grad_block<KB, CT_MAX, ST>(dw, img, dout, s, r, t, c, k0, p0, p1);
   if (CT_MAX > 8)
-    for (; c + 8 <= s.Cin; c += 8) weight_grad_block<KB, 8, ST>(dw, img, dout, s, r, t, c, k0);
-  for (; c + 4 <= s.Cin; c += 4) weight_grad_block<KB, 4, ST>(dw, img, dout, s, r, t, c, k0);
-  for (; c + 2 <= s.Cin; c += 2) weight_grad_block<KB, 2, ST>(dw, img, dout, s, r, t, c, k0);
-  for (; c < s.Cin; ++c) weight_grad_block<KB, 1, ST>(dw, img, dout, s, r, t, c, k0);
+    for (; c + 8 <= s.Cin; c += 8)
+      weight_grad_block<KB, 8, ST>(dw, img, dout, s, r, t, c, k0, p0, p1);
+  for (; c + 4 <= s.Cin; c += 4)
+    weight_grad_block<KB, 4, ST>(dw, img, dout, s, r, t, c, k0, p0, p1);
+  for (; c + 2 <= s.Cin; c += 2)
+    weight_grad_block<KB, 2, ST>(dw, img, dout, s, r, t, c, k0, p0, p1);
+  for (; c < s.Cin; ++c) weight_grad_block<KB, 1, ST>(dw, img, dout, s, r, t, c, k0, p0, p1);
 }
+
+// Output rows in blocks whose output gradient (and the input rows they read) stay in L2 while every
+// (r, t, channel block) pass goes over them: a whole 56x56x64 image's d_out is 800 KB and was
+// re-read from memory by each of the 144 passes, so the weight gradient stopped scaling past two
+// threads. The sums run over the rows in the same order, so the result is the same bits.
+constexpr int64_t kWeightGradBlockFloats = int64_t(1) << 14;  // 64 KiB of d_out per block
 
 template <int ST>
 void weight_grad_strided(float* dw, const float* img, const float* dout, const DirectShape& s) {
-  for (int r = 0; r < s.R; ++r)
-    for (int t = 0; t < s.S; ++t) {
-      int k0 = 0;
-      for (; k0 + 32 <= s.Cout; k0 += 32)
-        weight_grad_channels<2, 8, ST>(dw, img, dout, s, r, t, k0);
-      if (k0 < s.Cout) weight_grad_channels<1, 16, ST>(dw, img, dout, s, r, t, k0);
-    }
+  const int64_t row_floats = int64_t(s.Q) * s.Cout;
+  const int block = row_floats >= kWeightGradBlockFloats ? 1 : int(kWeightGradBlockFloats / row_floats);
+  for (int p0 = 0; p0 < s.P; p0 += block) {
+    const int p1 = p0 + block < s.P ? p0 + block : s.P;
+    for (int r = 0; r < s.R; ++r)
+      for (int t = 0; t < s.S; ++t) {
+        int k0 = 0;
+        for (; k0 + 32 <= s.Cout; k0 += 32)
+          weight_grad_channels<2, 8, ST>(dw, img, dout, s, r, t, k0, p0, p1);
+        if (k0 < s.Cout) weight_grad_channels<1, 16, ST>(dw, img, dout, s, r, t, k0, p0, p1);
+      }
+  }
 }
 
 // r[i] (16 rows of 16) becomes its transpose: in-lane 32- and 64-bit interleaves, then two rounds

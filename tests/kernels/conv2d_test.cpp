@@ -134,6 +134,31 @@ Run run_conv(const ConvGeometry& g, const std::vector<float>& in, const std::vec
   return run;
 }
 
+// forward, d_in and d_weight of a run, each within the fp32 bound of the reference.
+void require_run_close(const Run& run, const Reference& ref, const std::string& what) {
+  require_close(run.out, ref.out, what + ": forward");
+  require_close(run.d_in, ref.d_in, what + ": d_in");
+  require_close(run.d_weight, ref.d_weight, what + ": d_weight");
+}
+
+// accumulate_d_in: d_in += the gradient, onto whatever (random) values d_in held.
+void require_accumulated_d_in(const ConvGeometry& g, const std::vector<float>& weight,
+                              const std::vector<float>& d_out, const Reference& ref,
+                              ConvOptions options, std::mt19937& rng, const std::string& what) {
+  options.accumulate_d_in = true;
+  std::vector<float> acc = random_vector(ref.d_in.value.size(), rng);
+  Exact want = ref.d_in;
+  want.terms += 1;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    want.value[i] += acc[i];
+    want.abs_sum[i] += std::abs(acc[i]);
+  }
+  std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, options));
+  nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
+                                        scratch.data(), options);
+  require_close(acc, want, what + ": d_in accumulated");
+}
+
 const std::vector<ConvGeometry>& shapes() {
   static const std::vector<ConvGeometry> all = {
       geometry(2, 7, 5, 13, 11, 1, 1, 1, 0),  // 1x1 stride 1: a plain GEMM
@@ -192,10 +217,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
     // The GEMM path on the same shapes: what a CPU without AVX-512F runs.
     ConvOptions gemm;
     gemm.algorithm = ConvAlgorithm::kGemm;
-    const Run by_gemm = run_conv(g, in, weight, d_out, gemm);
-    require_close(by_gemm.out, ref.out, name(g) + " gemm: forward");
-    require_close(by_gemm.d_in, ref.d_in, name(g) + " gemm: d_in");
-    require_close(by_gemm.d_weight, ref.d_weight, name(g) + " gemm: d_weight");
+    require_run_close(run_conv(g, in, weight, d_out, gemm), ref, name(g) + " gemm");
     if (!direct_here) continue;
 
     DirectConvShape d;
@@ -209,9 +231,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
     direct.algorithm = ConvAlgorithm::kDirect;
     const Run run = run_conv(g, in, weight, d_out, direct);
     const std::string what = name(g) + " direct";
-    require_close(run.out, ref.out, what + ": forward");
-    require_close(run.d_in, ref.d_in, what + ": d_in");
-    require_close(run.d_weight, ref.d_weight, what + ": d_weight");
+    require_run_close(run, ref, what);
     // Same bits on a second run (forward and d_in for any thread count: one thread sums each value
     // in a fixed order; d_weight for this thread count).
     const Run again = run_conv(g, in, weight, d_out, direct);
@@ -224,18 +244,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
     omp_set_num_threads(threads);
     REQUIRE(other.out == run.out);
     if (data_direct) REQUIRE(other.d_in == run.d_in);
-    std::vector<float> acc = random_vector(in.size(), rng);
-    Exact want = ref.d_in;
-    want.terms += 1;
-    for (size_t i = 0; i < acc.size(); ++i) {
-      want.value[i] += acc[i];
-      want.abs_sum[i] += std::abs(acc[i]);
-    }
-    direct.accumulate_d_in = true;
-    std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, direct));
-    nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
-                                          scratch.data(), direct);
-    require_close(acc, want, what + ": d_in accumulated");
+    require_accumulated_d_in(g, weight, d_out, ref, direct, rng, what);
   }
 }
 
@@ -258,24 +267,8 @@ TEST_CASE("conv2d matches the naive reference in every threading mode and tile s
         options.column_budget_floats = budget;
         const std::string what =
             name(g) + " mode " + std::to_string(int(mode)) + " budget " + std::to_string(budget);
-        const Run run = run_conv(g, in, weight, d_out, options);
-        require_close(run.out, ref.out, what + ": forward");
-        require_close(run.d_in, ref.d_in, what + ": d_in");
-        require_close(run.d_weight, ref.d_weight, what + ": d_weight");
-
-        // accumulate_d_in: d_in += the gradient, onto whatever d_in held.
-        options.accumulate_d_in = true;
-        std::vector<float> acc = random_vector(in.size(), rng);
-        Exact want = ref.d_in;
-        want.terms += 1;
-        for (size_t i = 0; i < acc.size(); ++i) {
-          want.value[i] += acc[i];
-          want.abs_sum[i] += std::abs(acc[i]);
-        }
-        std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, options));
-        nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
-                                              scratch.data(), options);
-        require_close(acc, want, what + ": d_in accumulated");
+        require_run_close(run_conv(g, in, weight, d_out, options), ref, what);
+        require_accumulated_d_in(g, weight, d_out, ref, options, rng, what);
       }
     }
     // The stem passes d_in = nullptr: the weight gradient must not change.
