@@ -101,8 +101,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
     ("overlap", po::value(&o.overlap)->default_value(o.overlap),
      "allreduce gradient buckets on a communication thread during backward: on, off, or auto (on "
-     "when the rank has a core beyond its OpenMP threads; a communication thread polling on a busy "
-     "core slows backward more than it hides)")
+     "when the rank has a core beyond its OpenMP threads or the gradients fill more than one "
+     "bucket; a single bucket is ready only when backward ends)")
     ("no-overlap", po::bool_switch()->notifier([&](bool on) {
        if (on) o.overlap = "off";
      }),

@@ -44,7 +44,7 @@ struct TrainOptions {
   int threads = 0;           // OpenMP threads per rank; 0 = cores available to the rank
   double bucket_mb = 25.0;
   // allreduce buckets on a communication thread during backward: on, off, or auto (on when the
-  // rank may use a core beyond its OpenMP threads, for the communication thread to poll on)
+  // rank may use a core beyond its OpenMP threads, or when there is more than one bucket to hide)
   std::string overlap = "auto";
   bool sync_bn = false;
   int sync_bn_group = 0;     // ranks per sync-BN group; 0 = all

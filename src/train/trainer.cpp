@@ -17,6 +17,7 @@
 #include "io/loader.hpp"
 #include "io/weights_file.hpp"
 #include "mpi/binding.hpp"
+#include "mpi/bucket_plan.hpp"
 #include "mpi/gradient_allreducer.hpp"
 #include "mpi/mpi_reducer.hpp"
 #include "mpi/weight_sync.hpp"
@@ -274,17 +275,23 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world) {
   // ---- gradient allreduce -----------------------------------------------------------------------
   std::unique_ptr<mpi::GradientAllreducer> allreducer;
   if (ranks > 1) {
-    // auto: overlap only where this rank has a core its OpenMP threads leave free (the same on
-    // every rank under a uniform launch; the modes give bit-identical sums in any case).
+    // auto: overlap where this rank has a core its OpenMP threads leave free, or where there is
+    // more than one bucket to hide (one bucket is ready only when backward ends, and its thread
+    // would only compete with backward for the core). The same on every rank under a uniform
+    // launch; the modes give bit-identical sums in any case.
+    constexpr double kFirstBucketMb = 1.0;
     const bool spare_core = rank_cores > threads;
-    const bool overlap = o.overlap == "on" || (o.overlap == "auto" && spare_core);
+    const size_t buckets =
+        mpi::plan_buckets(net->parameter_count(), o.bucket_mb, kFirstBucketMb).size();
+    const bool overlap =
+        o.overlap == "on" || (o.overlap == "auto" && (spare_core || buckets > 1));
     allreducer = std::make_unique<mpi::GradientAllreducer>(
-        world, net->gradient_data(), net->parameter_count(), o.bucket_mb, 1.0,
+        world, net->gradient_data(), net->parameter_count(), o.bucket_mb, kFirstBucketMb,
         overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
         /*main_thread_calls_mpi=*/bn_reducer != nullptr);
-    if (o.overlap == "auto" && !spare_core)
-      say("note: no overlap: " + std::to_string(threads) + " thread(s) on " +
-          std::to_string(rank_cores) +
+    if (o.overlap == "auto" && !overlap)
+      say("note: no overlap: one gradient bucket, and " + std::to_string(threads) +
+          " thread(s) on " + std::to_string(rank_cores) +
           " core(s) per rank leave none for a communication thread (--overlap on forces it)");
     if (!allreducer->mode_note().empty()) say("note: " + allreducer->mode_note());
     say("gradients: " + std::to_string(allreducer->buckets().size()) + " bucket(s) of <= " +
