@@ -134,6 +134,18 @@ Run run_conv(const ConvGeometry& g, const std::vector<float>& in, const std::vec
   return run;
 }
 
+// Random input (N,H,W,C), weight (K,C,R,S) and output gradient (N,P,Q,K) for g, in that order.
+struct Tensors {
+  std::vector<float> in, weight, d_out;
+};
+Tensors random_tensors(const ConvGeometry& g, std::mt19937& rng) {
+  Tensors t;
+  t.in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
+  t.weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
+  t.d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+  return t;
+}
+
 // forward, d_in and d_weight of a run, each within the fp32 bound of the reference.
 void require_run_close(const Run& run, const Reference& ref, const std::string& what) {
   require_close(run.out, ref.out, what + ": forward");
@@ -210,9 +222,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
   if (!direct_here) WARN("this CPU has no AVX-512F: only the GEMM path is checked here");
   std::mt19937 rng(5);
   for (const ConvGeometry& g : direct_shapes()) {
-    const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
-    const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
-    const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+    const auto [in, weight, d_out] = random_tensors(g, rng);
     const Reference ref(g, in, weight, d_out);
     // The GEMM path on the same shapes: what a CPU without AVX-512F runs.
     ConvOptions gemm;
@@ -251,9 +261,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
 TEST_CASE("conv2d matches the naive reference in every threading mode and tile size", "[conv2d]") {
   std::mt19937 rng(42);
   for (const ConvGeometry& g : shapes()) {
-    const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
-    const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
-    const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+    const auto [in, weight, d_out] = random_tensors(g, rng);
     const Reference ref(g, in, weight, d_out);
     const size_t row = size_t(g.C) * g.R * g.S;
     for (ConvThreading mode :
@@ -287,9 +295,10 @@ TEST_CASE("conv2d gradients agree with central differences of the loss", "[conv2
   std::vector<ConvGeometry> all = shapes();
   all.insert(all.end(), direct_shapes().begin(), direct_shapes().end());  // the direct kernels too
   for (const ConvGeometry& g : all) {
-    auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
-    auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
-    const auto G = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+    Tensors t = random_tensors(g, rng);  // named members: the lambdas below capture them
+    std::vector<float>& in = t.in;
+    std::vector<float>& weight = t.weight;
+    const std::vector<float>& G = t.d_out;
     const Run run = run_conv(g, in, weight, G, ConvOptions{});
     std::vector<float> out(G.size()), scratch(nostrum::layers::conv2d_scratch_floats(g) + 1);
     auto loss = [&]() {
@@ -325,9 +334,7 @@ TEST_CASE("conv2d gradients agree with central differences of the loss", "[conv2
 TEST_CASE("conv2d is bit-reproducible for a fixed thread count", "[conv2d]") {
   std::mt19937 rng(3);
   const ConvGeometry g = geometry(4, 12, 12, 16, 24, 3, 3, 1, 1);
-  const auto in = random_vector(size_t(g.N) * g.H * g.W * g.C, rng);
-  const auto weight = random_vector(size_t(g.K) * g.C * g.R * g.S, rng);
-  const auto d_out = random_vector(size_t(g.N) * g.P() * g.Q() * g.K, rng);
+  const auto [in, weight, d_out] = random_tensors(g, rng);
   const Run a = run_conv(g, in, weight, d_out, ConvOptions{});
   const Run b = run_conv(g, in, weight, d_out, ConvOptions{});
   REQUIRE(a.out == b.out);
