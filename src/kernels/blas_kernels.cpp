@@ -1,11 +1,14 @@
 // OpenBLAS kernel selection by re-exec with OPENBLAS_CORETYPE (see the header for why).
 #include "nostrum/kernels/blas_kernels.hpp"
 
+#include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "nostrum/kernels/gemm.hpp"
 
@@ -30,6 +33,26 @@ const char* best_supported_core() {
   return nullptr;
 }
 
+// With OMP_PROC_BIND set, libgomp pins the initial thread to the first place when it loads, before
+// main: a re-exec'd process would inherit that one-place mask and run all its threads there (seen
+// here: OMP_PROC_BIND=close OMP_PLACES=cores halved nostrum-bench). Give the process back the union
+// of the places (they were made from its original mask) before exec.
+void restore_affinity_of_all_places() {
+  const int places = omp_get_num_places();
+  if (places <= 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int p = 0; p < places; ++p) {
+    const int n = omp_get_place_num_procs(p);
+    if (n <= 0) continue;
+    std::vector<int> ids(static_cast<size_t>(n));
+    omp_get_place_proc_ids(p, ids.data());
+    for (int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &set);
+  }
+  if (CPU_COUNT(&set) > 0) sched_setaffinity(0, sizeof set, &set);
+}
+
 }  // namespace
 
 void select_blas_kernels(char** argv) {
@@ -41,6 +64,7 @@ void select_blas_kernels(char** argv) {
   if (core == nullptr) return;
   setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/1);
   setenv("NOSTRUM_KEEP_BLAS_KERNELS", "1", 1);  // never loop
+  restore_affinity_of_all_places();
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the generic kernels, and say so.
   std::fprintf(stderr, "nostrum: note: OpenBLAS runs its generic %s kernels on this CPU; set "

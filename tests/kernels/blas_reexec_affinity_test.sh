@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# kernels::select_blas_kernels re-executes nostrum-train and the benchmarks with OPENBLAS_CORETYPE
+# set where OpenBLAS picked a generic core. With OMP_PROC_BIND set, libgomp has already pinned the
+# initial thread to one place by then; the re-exec'd process must still get every CPU: each of the
+# OMP_DISPLAY_ENV reports (one per exec) lists the same places. Usage: THIS path/to/nostrum-bench
+set -euo pipefail
+bench=$1
+out=$(env -u OPENBLAS_CORETYPE -u NOSTRUM_KEEP_BLAS_KERNELS OMP_DISPLAY_ENV=true \
+  OMP_PROC_BIND=close OMP_PLACES=cores OMP_NUM_THREADS=2 \
+  "$bench" --model resnet8 --image 8x8x1 --batch 4 --classes 10 --threads 2 --steps 1 2>&1)
+places=$(printf '%s\n' "$out" | sed -n "s/^ *OMP_PLACES = '\(.*\)'$/\1/p")
+reports=$(printf '%s\n' "$places" | grep -c . || true)
+echo "OMP_PLACES reports: $reports"
+printf '%s\n' "$places"
+[ "$reports" -ge 1 ] || { echo "FAIL: no OMP_DISPLAY_ENV report"; exit 1; }
+if [ "$(printf '%s\n' "$places" | sort -u | wc -l)" -ne 1 ]; then
+  echo "FAIL: the re-exec'd process lost CPUs (places differ between the reports)"
+  exit 1
+fi
+printf '%s\n' "$out" | grep -q '"images_per_second"' || { echo "FAIL: no result line"; exit 1; }
+echo "PASS"
