@@ -2,7 +2,9 @@
 // up to 14 output pixels x 16 or 32 output channels lives in registers across all (r, s, c); each
 // step loads the weights' 16-channel vectors once and broadcasts one input value per pixel.
 // Weight gradient: up to 16 input channels x 16 or 32 output channels in registers, summed over
-// every output pixel of the image. Compiled with -mavx512f; only <immintrin.h> is included.
+// the image's output pixels in L2-sized blocks of rows. Also the 16x16 register transposes that lay
+// NHWC rows out channel-major for the forward kernel. Compiled with -mavx512f; only <immintrin.h>
+// is included.
 #include "direct_conv_avx512.hpp"
 
 #include <immintrin.h>
