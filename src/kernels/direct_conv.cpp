@@ -105,21 +105,22 @@ void run_conv(float* out, const float* in, const float* wt, const ConvRun& c) {
   }
 }
 
-// The taps of one parity class of a stride-2 data gradient along one axis: input positions
-// h = 2 i + parity take kernel offsets r = first - 2 u (u = 0 .. count-1) from output rows
-// i + shift + u. count is 0 when no offset has the parity.
-struct ParityTaps {
+// The data gradient along one axis, for the input positions h = stride * i + parity (one class of
+// each residue mod stride): they take kernel offsets r = first - stride * u (u = 0 .. count-1) from
+// output rows i + shift + u. count is 0 when no offset reaches the class. Stride 1: one class, every
+// offset, flipped (first = R-1), shift = pad - (R-1).
+struct Taps {
   int first = 0, count = 0, shift = 0;
 };
 
-ParityTaps parity_taps(int parity, int pad, int R) {
-  ParityTaps t;
+Taps taps_of(int parity, int pad, int R, int stride) {
+  Taps t;
   int r = R - 1;
-  while (r >= 0 && ((r - parity - pad) & 1) != 0) --r;  // the largest offset with the parity
+  while (r >= 0 && (r - parity - pad) % stride != 0) --r;  // the largest offset of the class
   if (r < 0) return t;
   t.first = r;
-  t.count = r / 2 + 1;
-  t.shift = (parity + pad - r) / 2;  // exact: parity + pad - r is even
+  t.count = r / stride + 1;
+  t.shift = (parity + pad - r) / stride;  // exact: parity + pad - r is a multiple of stride
   return t;
 }
 
@@ -143,8 +144,7 @@ bool direct_conv_forward_fits(const DirectConvShape& s) {
 }
 
 bool direct_conv_backward_data_fits(const DirectConvShape& s) {
-  return direct_conv_available() && s.C % 16 == 0 &&
-         (s.stride == 2 || (s.stride == 1 && s.R == s.S && s.pad < s.R));
+  return direct_conv_available() && s.C % 16 == 0 && (s.stride == 1 || s.stride == 2);
 }
 
 bool direct_conv_backward_weights_fits(const DirectConvShape& s) {
@@ -175,36 +175,21 @@ void direct_conv_forward(float* out, const float* in, const float* weight,
 
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
                                const DirectConvShape& s, float* packed, bool accumulate) {
+  // Each class of input pixels (h = stride * i + a, w = stride * j + b) is a stride-1 convolution
+  // of d_out with the kernel offsets that reach it, flipped and with the channels swapped, written
+  // to every stride-th pixel of every stride-th row of d_in (stride 1: one class, all of d_in).
   const int P = s.P(), Q = s.Q();
   const int64_t RS = int64_t(s.R) * s.S;
   ConvRun c;
   c.images = s.N, c.H = P, c.W = Q, c.Cin = s.K, c.in_image = int64_t(P) * Q * s.K;
   c.Cout = s.C, c.stride = 1, c.accumulate = accumulate;
   c.out_image = int64_t(s.H) * s.W * s.C;
-  if (s.stride == 1) {
-    // d_in is the convolution of d_out, padded by R-1-pad, with the kernel flipped and its
-    // channels swapped: packed (r', t', k, c) = weight (k, c, R-1-r', S-1-t'), blocked by c.
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < RS * s.K; ++i) {
-      const int64_t rt = i / s.K, k = i % s.K;
-      const int64_t r = s.R - 1 - rt / s.S, t = s.S - 1 - rt % s.S;
-      for (int c2 = 0; c2 < s.C; ++c2)
-        packed[blocked_index(c2, i, RS * s.K, s.C)] = weight[(k * s.C + c2) * RS + r * s.S + t];
-    }
-    c.row_shift = c.col_shift = -(s.R - 1 - s.pad), c.Wp = Q + 2 * (s.R - 1 - s.pad);
-    c.P = s.H, c.Q = s.W, c.R = s.R, c.S = s.S;
-    c.out_pixel = s.C, c.out_row = int64_t(s.W) * s.C;
-    run_conv(d_in, d_out, packed, c);
-    return;
-  }
-  // Stride 2: each of the four parity classes of input pixels (h = 2i + a, w = 2j + b) is a
-  // stride-1 convolution of d_out with the kernel offsets of that parity (flipped, channels
-  // swapped), written to every other pixel of every other row of d_in.
-  for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b) {
-      const int Ha = (s.H - a + 1) / 2, Wb = (s.W - b + 1) / 2;
+  c.out_pixel = int64_t(s.stride) * s.C, c.out_row = int64_t(s.stride) * s.W * s.C;
+  for (int a = 0; a < s.stride; ++a)
+    for (int b = 0; b < s.stride; ++b) {
+      const int Ha = (s.H - a + s.stride - 1) / s.stride, Wb = (s.W - b + s.stride - 1) / s.stride;
       if (Ha <= 0 || Wb <= 0) continue;
-      const ParityTaps tr = parity_taps(a, s.pad, s.R), ts = parity_taps(b, s.pad, s.S);
+      const Taps tr = taps_of(a, s.pad, s.R, s.stride), ts = taps_of(b, s.pad, s.S, s.stride);
       float* out = d_in + (int64_t(a) * s.W + b) * s.C;
       if (tr.count == 0 || ts.count == 0) {  // no kernel offset reaches these pixels
         if (accumulate) continue;
@@ -212,23 +197,23 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
         for (int64_t ni = 0; ni < int64_t(s.N) * Ha; ++ni) {
           const int64_t n = ni / Ha, i = ni % Ha;
           for (int j = 0; j < Wb; ++j)
-            std::memset(out + n * c.out_image + (2 * i * s.W + 2 * j) * int64_t(s.C), 0,
+            std::memset(out + n * c.out_image + i * c.out_row + j * c.out_pixel, 0,
                         sizeof(float) * size_t(s.C));
         }
         continue;
       }
       const int64_t taps = int64_t(tr.count) * ts.count;
-      // packed (u, v, k, c) = weight (k, c, first_r - 2u, first_s - 2v), blocked by c.
+      // packed (u, v, k, c) = weight (k, c, first_r - stride u, first_s - stride v), blocked by c.
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < taps * s.K; ++i) {
         const int64_t uv = i / s.K, k = i % s.K;
-        const int64_t r = tr.first - 2 * (uv / ts.count), t = ts.first - 2 * (uv % ts.count);
+        const int64_t r = tr.first - s.stride * (uv / ts.count);
+        const int64_t t = ts.first - s.stride * (uv % ts.count);
         for (int c2 = 0; c2 < s.C; ++c2)
           packed[blocked_index(c2, i, taps * s.K, s.C)] = weight[(k * s.C + c2) * RS + r * s.S + t];
       }
       c.row_shift = tr.shift, c.col_shift = ts.shift, c.Wp = Wb + ts.count - 1;
       c.P = Ha, c.Q = Wb, c.R = tr.count, c.S = ts.count;
-      c.out_pixel = 2 * int64_t(s.C), c.out_row = 2 * int64_t(s.W) * s.C;
       run_conv(out, d_out, packed, c);
     }
 }

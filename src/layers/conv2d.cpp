@@ -48,6 +48,13 @@ void check_geometry(const ConvGeometry& g) {
                 "increase the input size or the padding");
 }
 
+kernels::DirectConvShape direct_shape(const ConvGeometry& g) {
+  kernels::DirectConvShape s;
+  s.N = g.N, s.H = g.H, s.W = g.W, s.C = g.C, s.K = g.K, s.R = g.R, s.S = g.S;
+  s.stride = g.stride, s.pad = g.pad;
+  return s;
+}
+
 // Everything a call decides from the geometry: no allocation, no state. The scratch holds
 // [packed weights or their gradient (K, R*S*C)] [column region]; the column region holds im2col
 // tiles, or per-thread weight-gradient partials followed by tiles. Its size does not depend on the
@@ -75,8 +82,12 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   plan.direct = g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0;
   plan.pack = g.R * g.S > 1 && g.C > 1;
   plan.partial_floats = Arena::padded(size_t(g.K) * plan.row_length);
-  // The direct kernels reorder the weights of every shape into the same region.
-  plan.pack_floats = plan.pack || kernels::direct_conv_available() ? plan.partial_floats : 0;
+  // The direct kernels reorder the weights into the same region.
+  const size_t direct_floats =
+      kernels::direct_conv_available()
+          ? Arena::padded(kernels::direct_conv_packed_floats(direct_shape(g)))
+          : 0;
+  plan.pack_floats = std::max(plan.pack ? plan.partial_floats : size_t(0), direct_floats);
   const size_t budget =
       options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
   const size_t all = Arena::padded(size_t(plan.rows) * plan.row_length);
@@ -86,13 +97,6 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
 }
 
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
-
-kernels::DirectConvShape direct_shape(const ConvGeometry& g) {
-  kernels::DirectConvShape s;
-  s.N = g.N, s.H = g.H, s.W = g.W, s.C = g.C, s.K = g.K, s.R = g.R, s.S = g.S;
-  s.stride = g.stride, s.pad = g.pad;
-  return s;
-}
 
 // Whether a pass runs on the direct kernels (see ConvAlgorithm).
 bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {

@@ -202,6 +202,7 @@ const std::vector<ConvGeometry>& direct_shapes() {
       geometry(2, 9, 9, 16, 64, 1, 1, 2, 0),    // 1x1 stride 2 shortcut
       geometry(2, 7, 7, 64, 64, 1, 1, 1, 0),    // 1x1 stride 1
       geometry(1, 5, 5, 16, 16, 5, 5, 1, 2),    // 5x5: data gradient with pad' = 2
+      geometry(2, 8, 9, 16, 16, 3, 1, 1, 1),    // non-square, pad wider than the 1-wide kernel
       // Stride-2 data gradients by parity class: odd sizes, even kernels, wide pads, 1x1 (whose
       // odd rows and columns get no gradient at all).
       geometry(2, 15, 13, 32, 16, 3, 3, 2, 1),
@@ -235,7 +236,7 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
     d.stride = g.stride, d.pad = g.pad;
     REQUIRE(nostrum::kernels::direct_conv_forward_fits(d));
     REQUIRE(nostrum::kernels::direct_conv_backward_weights_fits(d));
-    const bool data_direct = g.C % 16 == 0;  // stride 2 or (stride 1, square, pad < R) below
+    const bool data_direct = g.C % 16 == 0;
     REQUIRE(nostrum::kernels::direct_conv_backward_data_fits(d) == data_direct);
     ConvOptions direct;
     direct.algorithm = ConvAlgorithm::kDirect;

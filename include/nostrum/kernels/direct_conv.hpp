@@ -19,9 +19,8 @@ struct DirectConvShape {
 // Whether this CPU runs the kernels (AVX-512F; checked once).
 bool direct_conv_available();
 
-// Whether each pass can run directly for this shape on this CPU. Forward and weight gradient:
-// K % 16 == 0, stride 1 or 2. Data gradient: C % 16 == 0 and stride 2, or stride 1 with a square
-// kernel and pad < R.
+// Whether each pass can run directly for this shape on this CPU: stride 1 or 2, and K % 16 == 0
+// (forward, weight gradient) or C % 16 == 0 (data gradient: C is its output).
 bool direct_conv_forward_fits(const DirectConvShape& s);
 bool direct_conv_backward_data_fits(const DirectConvShape& s);
 bool direct_conv_backward_weights_fits(const DirectConvShape& s);
