@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <string>
+#include <vector>
 
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
@@ -50,55 +50,48 @@ void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, R
 // Sums over rows go through float partials of kBlockRows rows (each lane one channel, in row order)
 // added into the double accumulators: the double conversions and adds were most of the statistics
 // pass (compute-bound at twice the time of a memory pass); the float error of 16 terms is ~1e-6 of
-// their magnitudes, and everything beyond stays in double. Channels beyond kMaxBlockChannels take
-// the all-double loops.
+// their magnitudes, and everything beyond stays in double. The partials live on the stack, for
+// slices of at most kSliceChannels channels (ResNets have at most 2048).
 constexpr int64_t kBlockRows = 16;
-constexpr int kMaxBlockChannels = 4096;
+constexpr int kSliceChannels = 4096;
 
 // acc (C) += sum over rows of x (rows, C).
 NOSTRUM_BN_CLONES void sum_rows(double* __restrict acc, const float* __restrict x, int64_t rows,
                                 int C) {
-  if (C > kMaxBlockChannels) {
-    for (int64_t r = 0; r < rows; ++r, x += C)
-      for (int c = 0; c < C; ++c) acc[c] += x[c];
-    return;
-  }
-  float part[kMaxBlockChannels];
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-    const int64_t n = std::min(kBlockRows, rows - r0);
-    for (int c = 0; c < C; ++c) part[c] = x[c];
-    for (int64_t r = 1; r < n; ++r)
-      for (int c = 0; c < C; ++c) part[c] += x[r * C + c];
-    for (int c = 0; c < C; ++c) acc[c] += part[c];
-    x += n * C;
+  float part[kSliceChannels];
+  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, C - c0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+      const int64_t m = std::min(kBlockRows, rows - r0);
+      const float* xr = x + r0 * C + c0;
+      for (int c = 0; c < n; ++c) part[c] = xr[c];
+      for (int64_t r = 1; r < m; ++r)
+        for (int c = 0; c < n; ++c) part[c] += xr[r * C + c];
+      for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
+    }
   }
 }
 
 // acc (C) += sum over rows of (x - mean)^2 around mean (C, float or double; the deviations are
-// formed in float around the mean rounded to float).
+// formed in float around the mean rounded to float, as the normalising pass forms x - mean).
 template <typename Mean>
 NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const float* __restrict x,
                                               const Mean* __restrict mean, int64_t rows, int C) {
-  if (C > kMaxBlockChannels) {
-    for (int64_t r = 0; r < rows; ++r, x += C)
-      for (int c = 0; c < C; ++c) {
-        const double d = static_cast<double>(x[c]) - mean[c];
-        acc[c] += d * d;
-      }
-    return;
-  }
-  float m[kMaxBlockChannels], part[kMaxBlockChannels];
-  for (int c = 0; c < C; ++c) m[c] = static_cast<float>(mean[c]);
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-    const int64_t n = std::min(kBlockRows, rows - r0);
-    for (int c = 0; c < C; ++c) part[c] = 0.0f;
-    for (int64_t r = 0; r < n; ++r)
-      for (int c = 0; c < C; ++c) {
-        const float d = x[r * C + c] - m[c];
-        part[c] += d * d;
-      }
-    for (int c = 0; c < C; ++c) acc[c] += part[c];
-    x += n * C;
+  float m[kSliceChannels], part[kSliceChannels];
+  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, C - c0);
+    for (int c = 0; c < n; ++c) m[c] = static_cast<float>(mean[c0 + c]);
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+      const int64_t rn = std::min(kBlockRows, rows - r0);
+      const float* xr = x + r0 * C + c0;
+      for (int c = 0; c < n; ++c) part[c] = 0.0f;
+      for (int64_t r = 0; r < rn; ++r)
+        for (int c = 0; c < n; ++c) {
+          const float d = xr[r * C + c] - m[c];
+          part[c] += d * d;
+        }
+      for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
+    }
   }
 }
 
@@ -130,43 +123,36 @@ NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restric
                                          const float* __restrict dy, const float* __restrict x,
                                          const float* __restrict y, const float* __restrict mean,
                                          int64_t rows, int C) {
-  if (C > kMaxBlockChannels) {
-    for (int64_t r = 0; r < rows; ++r, dy += C, x += C) {
-      for (int c = 0; c < C; ++c) {
-        const float g = y ? kernels::relu_grad(dy[c], y[c]) : dy[c];
-        a[c] += g;
-        b[c] += static_cast<double>(g) * (static_cast<double>(x[c]) - mean[c]);
+  float pa[kSliceChannels], pb[kSliceChannels];
+  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, C - c0);
+    const float* mc = mean + c0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+      const int64_t rn = std::min(kBlockRows, rows - r0);
+      const int64_t at = r0 * C + c0;
+      const float *dyr = dy + at, *xr = x + at;
+      for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
+      if (y) {
+        const float* yr = y + at;
+        for (int64_t r = 0; r < rn; ++r)
+          for (int c = 0; c < n; ++c) {
+            const float g = kernels::relu_grad(dyr[r * C + c], yr[r * C + c]);
+            pa[c] += g;
+            pb[c] += g * (xr[r * C + c] - mc[c]);
+          }
+      } else {
+        for (int64_t r = 0; r < rn; ++r)
+          for (int c = 0; c < n; ++c) {
+            const float g = dyr[r * C + c];
+            pa[c] += g;
+            pb[c] += g * (xr[r * C + c] - mc[c]);
+          }
       }
-      if (y) y += C;
+      for (int c = 0; c < n; ++c) {
+        a[c0 + c] += pa[c];
+        b[c0 + c] += pb[c];
+      }
     }
-    return;
-  }
-  float pa[kMaxBlockChannels], pb[kMaxBlockChannels];
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-    const int64_t n = std::min(kBlockRows, rows - r0);
-    for (int c = 0; c < C; ++c) pa[c] = pb[c] = 0.0f;
-    if (y) {
-      for (int64_t r = 0; r < n; ++r)
-        for (int c = 0; c < C; ++c) {
-          const float g = kernels::relu_grad(dy[r * C + c], y[r * C + c]);
-          pa[c] += g;
-          pb[c] += g * (x[r * C + c] - mean[c]);
-        }
-      y += n * C;
-    } else {
-      for (int64_t r = 0; r < n; ++r)
-        for (int c = 0; c < C; ++c) {
-          const float g = dy[r * C + c];
-          pa[c] += g;
-          pb[c] += g * (x[r * C + c] - mean[c]);
-        }
-    }
-    for (int c = 0; c < C; ++c) {
-      a[c] += pa[c];
-      b[c] += pb[c];
-    }
-    dy += n * C;
-    x += n * C;
   }
 }
 
@@ -305,14 +291,7 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   // Per channel once: invstd = 1 / sqrt(var + eps), then the training forward's row kernel with
   // the running statistics in place of the batch's (the same expression, so the same bits as before
   // the hoist: (x - mean) * (invstd * gamma) + beta (+ z), ReLU).
-  constexpr int kStackChannels = 4096;
-  float stack_invstd[kStackChannels];
-  float* invstd = stack_invstd;
-  std::unique_ptr<float[]> big;
-  if (C > kStackChannels) {
-    big.reset(new float[size_t(C)]);
-    invstd = big.get();
-  }
+  std::vector<float> invstd(static_cast<size_t>(C));  // C floats once per layer, not per row
   for (int c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(running_var[c] + options.eps);
 #pragma omp parallel
   {
@@ -320,7 +299,7 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     if (r1 > r0)
       normalize_rows(out + r0 * C, in + r0 * C,
-                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd,
+                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd.data(),
                      gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }

@@ -96,7 +96,8 @@ struct Bn {
 
 TEST_CASE("batch norm matches a naive reference in training mode", "[engine][batch_norm]") {
   const std::vector<std::array<int, 4>> shapes = {
-      {2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16}, {4, 9, 7, 33}, {1, 1, 2, 1}};
+      {2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16}, {4, 9, 7, 33}, {1, 1, 2, 1},
+      {1, 3, 4, 4100}};  // more channels than one stack slice of the row sums (4096)
   uint32_t seed = 10;
   for (auto [N, H, W, C] : shapes) {
     const int64_t rows = int64_t(N) * H * W;
