@@ -52,14 +52,42 @@ struct Options {
   std::vector<nostrum::layers::ConvAlgorithm> algorithms = {nostrum::layers::ConvAlgorithm::kAuto};
 };
 
-const char* threading_name(nostrum::layers::ConvThreading t) {
-  using nostrum::layers::ConvThreading;
-  return t == ConvThreading::kAuto ? "auto" : t == ConvThreading::kSharedGemm ? "shared" : "per-thread";
+// The names of a mode option's values; "all" on the command line means every one, interleaved per
+// conv so that the modes see the same machine load.
+template <typename E>
+struct Named {
+  const char* name;
+  E value;
+};
+constexpr Named<nostrum::layers::ConvThreading> kThreadings[] = {
+    {"auto", nostrum::layers::ConvThreading::kAuto},
+    {"shared", nostrum::layers::ConvThreading::kSharedGemm},
+    {"per-thread", nostrum::layers::ConvThreading::kPerThread}};
+constexpr Named<nostrum::layers::ConvAlgorithm> kAlgorithms[] = {
+    {"auto", nostrum::layers::ConvAlgorithm::kAuto},
+    {"gemm", nostrum::layers::ConvAlgorithm::kGemm},
+    {"direct", nostrum::layers::ConvAlgorithm::kDirect}};
+
+template <typename E, size_t N>
+const char* name_of(const Named<E> (&table)[N], E value) {
+  for (const auto& n : table)
+    if (n.value == value) return n.name;
+  return "?";
 }
 
-const char* algorithm_name(nostrum::layers::ConvAlgorithm a) {
-  using nostrum::layers::ConvAlgorithm;
-  return a == ConvAlgorithm::kAuto ? "auto" : a == ConvAlgorithm::kGemm ? "gemm" : "direct";
+template <typename E, size_t N>
+std::vector<E> parse_modes(const Named<E> (&table)[N], const std::string& value,
+                           const std::string& option) {
+  std::vector<E> modes;
+  std::string names;
+  for (const auto& n : table) {
+    if (value == "all" || value == n.name) modes.push_back(n.value);
+    names += std::string(n.name) + ", ";
+  }
+  if (modes.empty())
+    throw nostrum::OptionError("unknown value '" + value + "'", option,
+                               "use " + names + "or all");
+  return modes;
 }
 
 Options parse(int argc, char** argv) {
@@ -84,36 +112,11 @@ Options parse(int argc, char** argv) {
       o.ceiling = false;
     else if (a == "--budget")
       o.budget = std::stoul(value());
-    else if (a == "--threading") {
-      using nostrum::layers::ConvThreading;
-      const std::string v = value();
-      if (v == "auto")
-        o.threadings = {ConvThreading::kAuto};
-      else if (v == "shared")
-        o.threadings = {ConvThreading::kSharedGemm};
-      else if (v == "per-thread")
-        o.threadings = {ConvThreading::kPerThread};
-      else if (v == "all")  // interleaved per conv, so that the modes see the same machine load
-        o.threadings = {ConvThreading::kAuto, ConvThreading::kSharedGemm,
-                        ConvThreading::kPerThread};
-      else
-        throw nostrum::OptionError("unknown threading '" + v + "'", "--threading",
-                                   "use auto, shared, per-thread or all");
-    } else if (a == "--algorithm") {
-      using nostrum::layers::ConvAlgorithm;
-      const std::string v = value();
-      if (v == "auto")
-        o.algorithms = {ConvAlgorithm::kAuto};
-      else if (v == "gemm")
-        o.algorithms = {ConvAlgorithm::kGemm};
-      else if (v == "direct")
-        o.algorithms = {ConvAlgorithm::kDirect};
-      else if (v == "all")
-        o.algorithms = {ConvAlgorithm::kAuto, ConvAlgorithm::kGemm, ConvAlgorithm::kDirect};
-      else
-        throw nostrum::OptionError("unknown algorithm '" + v + "'", "--algorithm",
-                                   "use auto, gemm, direct or all");
-    } else if (a == "--help" || a == "-h") {
+    else if (a == "--threading")
+      o.threadings = parse_modes(kThreadings, value(), a);
+    else if (a == "--algorithm")
+      o.algorithms = parse_modes(kAlgorithms, value(), a);
+    else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
           "[--threading auto|shared|per-thread|all] [--algorithm auto|gemm|direct|all] "
@@ -203,7 +206,7 @@ int main(int argc, char** argv) try {
       conv_options.threading = threading;
       conv_options.algorithm = algorithm;
       const std::string mode =
-          std::string(threading_name(threading)) + "/" + algorithm_name(algorithm);
+          std::string(name_of(kThreadings, threading)) + "/" + name_of(kAlgorithms, algorithm);
       const double fwd = best_seconds(opt.repeats, [&] {
         nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
       });
@@ -222,7 +225,7 @@ int main(int argc, char** argv) try {
           "\"threads\": %d, \"gflop\": %.4f, "
           "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
           "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
-          c.name.c_str(), threading_name(threading), algorithm_name(algorithm), c.count,
+          c.name.c_str(), name_of(kThreadings, threading), name_of(kAlgorithms, algorithm), c.count,
           omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
           gf / bwd_w, ceiling);
       if (!first) continue;  // totals of the first mode
@@ -239,7 +242,6 @@ int main(int argc, char** argv) try {
       pct(total_flops * 1e-9 / total_seconds));
   return 0;
 } catch (const nostrum::Error& e) {
-  std::fprintf(stderr, "nostrum-conv-bench: %s (%s) %s\n", e.what(), e.where().c_str(),
-               e.hint().c_str());
+  std::fprintf(stderr, "nostrum-conv-bench: %s\n", e.what());  // what() names where and the hint
   return 2;
 }
