@@ -80,7 +80,7 @@ struct ConvRun {
 // fills only the buffer rows its band reads.
 void run_conv(float* out, const float* in, const float* wt, const ConvRun& c) {
   avx512::DirectShape ds;
-  ds.Wp = c.Wp, ds.Hp = (c.P - 1) * c.stride + c.R, ds.Cin = c.Cin, ds.Cout = c.Cout;
+  ds.Wp = c.Wp, ds.Cin = c.Cin, ds.Cout = c.Cout;
   ds.R = c.R, ds.S = c.S, ds.stride = c.stride, ds.P = c.P, ds.Q = c.Q;
   ds.out_pixel = c.out_pixel, ds.out_row = c.out_row;
   const int threads = omp_get_max_threads();
@@ -221,7 +221,7 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,
                                   const DirectConvShape& s) {
   avx512::DirectShape ds;
-  ds.Hp = s.H + 2 * s.pad, ds.Wp = s.W + 2 * s.pad, ds.Cin = s.C, ds.Cout = s.K;
+  ds.Wp = s.W + 2 * s.pad, ds.Cin = s.C, ds.Cout = s.K;
   ds.R = s.R, ds.S = s.S, ds.stride = s.stride, ds.P = s.P(), ds.Q = s.Q();
   const size_t count = size_t(s.K) * s.C * s.R * s.S;
   const int threads = omp_get_max_threads();
@@ -234,7 +234,7 @@ void direct_conv_backward_weights(float* d_weight, const float* d_out, const flo
     float* partial = thread_buffer(count, 1);
     partials[size_t(t)] = partial;
     std::memset(partial, 0, count * sizeof(float));
-    float* img = thread_buffer(size_t(ds.Hp) * ds.Wp * s.C, 0);
+    float* img = thread_buffer(size_t(s.H + 2 * s.pad) * ds.Wp * s.C, 0);
     // Contiguous images per thread, in order: the partial's sums are fixed for a thread count.
     const int n0 = int(int64_t(s.N) * t / nt), n1 = int(int64_t(s.N) * (t + 1) / nt);
     for (int n = n0; n < n1; ++n) {

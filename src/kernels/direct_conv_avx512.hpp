@@ -10,7 +10,7 @@ namespace nostrum::kernels::avx512 {
 
 // One image (or a band of its rows): the input already zero-padded.
 struct DirectShape {
-  int Hp = 0, Wp = 0;      // padded input height and width
+  int Wp = 0;              // padded input width (floats from one channel line to the next)
   int Cin = 0, Cout = 0;   // channels in and out; Cout % 16 == 0
   int R = 1, S = 1, stride = 1;  // stride 1 or 2
   int P = 0, Q = 0;        // output height and width
@@ -29,7 +29,7 @@ struct DirectShape {
 void conv_rows(float* out, const float* img, int row0, const float* wt, const DirectShape& s,
                int p_begin, int p_end, bool accumulate);
 
-// dw ((R, S, Cin), Cout) += this image's weight gradient: img is the padded input (Hp, Wp, Cin)
+// dw ((R, S, Cin), Cout) += this image's weight gradient: img is the padded input (rows, Wp, Cin)
 // (NHWC), dout the image's output gradient (P, Q, Cout). Sums pixels in (p, q) order.
 void weight_grad_image(float* dw, const float* img, const float* dout, const DirectShape& s);
 
