@@ -1,5 +1,6 @@
-// nostrum-conv-bench: times every distinct ResNet-50 convolution (forward, backward-data,
-// backward-weights) and an SGEMM ceiling probe; prints a table and one JSON line per conv.
+// nostrum-conv-bench: times every distinct convolution of ResNet-50 or resnet8 (forward,
+// backward-data, backward-weights) and an SGEMM ceiling probe; prints a table and one JSON line
+// per conv.
 #include <omp.h>
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/layers/conv2d.hpp"
-#include "resnet50_convs.hpp"
+#include "model_convs.hpp"
 
 namespace {
 
@@ -44,7 +45,8 @@ void fill_random(float* p, size_t n, unsigned seed) {
 }
 
 struct Options {
-  int image = 224, batch = 32, repeats = 3;
+  std::string model = "resnet50";  // resnet50 | resnet8 (28x28x1, width 16)
+  int image = 0, batch = 32, repeats = 3;  // image 0: the model's (224, 28)
   std::string only;  // substring of the conv name
   bool list = false, ceiling = true;
   size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
@@ -98,7 +100,9 @@ Options parse(int argc, char** argv) {
       NOSTRUM_CHECK(i + 1 < argc, nostrum::OptionError, "missing value", a);
       return argv[++i];
     };
-    if (a == "--image")
+    if (a == "--model")
+      o.model = value();
+    else if (a == "--image")
       o.image = std::stoi(value());
     else if (a == "--batch")
       o.batch = std::stoi(value());
@@ -118,7 +122,8 @@ Options parse(int argc, char** argv) {
       o.algorithms = parse_modes(kAlgorithms, value(), a);
     else if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: nostrum-conv-bench [--image 224] [--batch 32] [--repeats 3] "
+          "usage: nostrum-conv-bench [--model resnet50|resnet8] [--image 224|28] [--batch 32] "
+          "[--repeats 3] "
           "[--threading auto|shared|per-thread|all] [--algorithm auto|gemm|direct|all] "
           "[--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling]\n"
           "  --threading: of the GEMM path; --algorithm: direct AVX-512 kernels or GEMMs (all: "
@@ -130,6 +135,9 @@ Options parse(int argc, char** argv) {
       throw nostrum::OptionError("unknown option", a, "see --help");
     }
   }
+  NOSTRUM_CHECK(o.model == "resnet50" || o.model == "resnet8", nostrum::OptionError,
+                "unknown model '" + o.model + "'", "--model", "use resnet50 or resnet8");
+  if (o.image == 0) o.image = o.model == "resnet50" ? 224 : 28;
   NOSTRUM_CHECK(o.image > 0 && o.batch > 0 && o.repeats > 0, nostrum::OptionError,
                 "--image, --batch and --repeats must be positive", "options");
   return o;
@@ -153,7 +161,9 @@ double sgemm_ceiling(int repeats) {
 int main(int argc, char** argv) try {
   nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
-  const auto convs = nostrum::bench::resnet50_convs(opt.image, opt.batch);
+  const auto convs = opt.model == "resnet50"
+                         ? nostrum::bench::resnet50_convs(opt.image, opt.batch)
+                         : nostrum::bench::cifar_resnet_convs(opt.image, 1, 16, 1, opt.batch);
   nostrum::layers::ConvOptions conv_options;
   conv_options.column_budget_floats = opt.budget;
   if (opt.list) {

@@ -1,6 +1,7 @@
 // ResNet-50 v1.5's conv shapes: stem, then per stage the bottleneck 1x1 -> 3x3 (stride in the first
-// block) -> 1x1, plus the strided 1x1 downsample of each stage's first block.
-#include "resnet50_convs.hpp"
+// block) -> 1x1, plus the strided 1x1 downsample of each stage's first block. CIFAR-style ResNets:
+// stem, then per stage basic blocks 3x3 -> 3x3 (stride and downsample in the first block).
+#include "model_convs.hpp"
 
 namespace nostrum::bench {
 
@@ -46,6 +47,29 @@ std::vector<NamedConv> resnet50_convs(int image, int batch) {
       add(layer + ".k.conv3", out_side, w, out, 1, 1, rest);
     }
     in_channels = out;
+    side = out_side;
+  }
+  return convs;
+}
+
+std::vector<NamedConv> cifar_resnet_convs(int image, int in_channels, int width, int blocks,
+                                          int batch) {
+  std::vector<NamedConv> convs;
+  auto add = [&](const std::string& where, int side, int C, int K, int R, int stride, int count) {
+    convs.push_back(
+        {label(where, R, stride, C, K, side), conv(batch, side, C, K, R, stride), count});
+  };
+  add("conv1", image, in_channels, width, 3, 1, 1);
+  int side = image, channels = width;
+  for (int stage = 0; stage < 3; ++stage) {
+    const int w = width << stage, stride = stage == 0 ? 1 : 2;
+    const int out_side = (side - 1) / stride + 1;
+    const std::string layer = "layer" + std::to_string(stage + 1);
+    add(layer + ".0.conv1", side, channels, w, 3, stride, 1);
+    add(layer + ".0.conv2", out_side, w, w, 3, 1, 1);
+    if (stride != 1 || channels != w) add(layer + ".0.downsample", side, channels, w, 1, stride, 1);
+    if (blocks > 1) add(layer + ".k.conv1+2", out_side, w, w, 3, 1, 2 * (blocks - 1));
+    channels = w;
     side = out_side;
   }
   return convs;
