@@ -64,43 +64,69 @@ void pad_image_nhwc(float* dst, const float* img, int H, int W, int C, int pad) 
   }
 }
 
-// One run of the forward kernel over a batch: each image's input (H, W, Cin) seen through a window
-// (buffer row h = image row h + row_shift, column likewise, Wp buffer columns), output (P, Q, Cout)
-// at out + n * out_image + p * out_row + q * out_pixel.
-struct ConvRun {
+// The input of a run: each image (H, W, Cin) at in + n * in_image, seen through a window: buffer
+// row h and column w hold image row h + row_shift and column w + col_shift (zeros outside the
+// image), Wp buffer columns.
+struct ConvWindow {
+  const float* in = nullptr;
   int images = 1, H = 1, W = 1, Cin = 1;
   int64_t in_image = 0;
   int row_shift = 0, col_shift = 0, Wp = 1;
-  int P = 1, Q = 1, Cout = 16, R = 1, S = 1, stride = 1;
-  int64_t out_image = 0, out_row = 0, out_pixel = 0;
-  bool accumulate = false;
 };
 
-// Units of work are bands of output rows, so a small batch still feeds every thread; each unit
-// fills only the buffer rows its band reads.
-void run_conv(float* out, const float* in, const float* wt, const ConvRun& c) {
-  avx512::DirectShape ds;
-  ds.Wp = c.Wp, ds.Cin = c.Cin, ds.Cout = c.Cout;
-  ds.R = c.R, ds.S = c.S, ds.stride = c.stride, ds.P = c.P, ds.Q = c.Q;
-  ds.out_pixel = c.out_pixel, ds.out_row = c.out_row;
+// One convolution over the window: output (P, Q, Cout) of image n at out + n * out_image, pixel
+// (p, q) at p * out_row + q * out_pixel; output row p with kernel row r reads buffer row
+// p * stride + row_offset + r, and likewise for columns.
+struct ConvPart {
+  float* out = nullptr;
+  const float* wt = nullptr;
+  int P = 1, Q = 1, Cout = 16, R = 1, S = 1, stride = 1;
+  int row_offset = 0, col_offset = 0;
+  int64_t out_image = 0, out_row = 0, out_pixel = 0;
+};
+
+// Every part over every image. Units of work are (image, band of output rows), so a small batch
+// still feeds every thread; each unit fills only the buffer rows its band reads, once for all
+// parts (the stride-2 data gradient's four parity classes read the same d_out rows). Parts share
+// the stride; their P may differ (a band past a part's last row skips it).
+void run_conv(const ConvWindow& w, const std::vector<ConvPart>& parts, bool accumulate) {
+  int P = 0, offset_lo = 0, reach_hi = 0;  // rows: the most; buffer rows relative to p * stride
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const ConvPart& part = parts[k];
+    P = std::max(P, part.P);
+    offset_lo = k ? std::min(offset_lo, part.row_offset) : part.row_offset;
+    reach_hi = k ? std::max(reach_hi, part.row_offset + part.R) : part.row_offset + part.R;
+  }
+  if (P == 0) return;
+  const int stride = parts[0].stride;
   const int threads = omp_get_max_threads();
-  const int bands = std::min(c.P, std::max(1, (4 * threads + c.images - 1) / c.images));
-  const int64_t units = int64_t(c.images) * bands;
+  const int bands = std::min(P, std::max(1, (4 * threads + w.images - 1) / w.images));
+  const int64_t units = int64_t(w.images) * bands;
 #pragma omp parallel
   {
-    // The largest band's input rows.
-    const int band_rows = (c.P + bands - 1) / bands;
-    const int rows = (band_rows - 1) * c.stride + c.R;
-    float* buf = thread_buffer(size_t(rows) * c.Cin * c.Wp, 0);
+    // The largest band's buffer rows.
+    const int band_rows = (P + bands - 1) / bands;
+    const int rows = (band_rows - 1) * stride + reach_hi - offset_lo;
+    float* buf = thread_buffer(size_t(rows) * w.Cin * w.Wp, 0);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const int n = int(u / bands), band = int(u % bands);
-      const int p0 = int(int64_t(c.P) * band / bands), p1 = int(int64_t(c.P) * (band + 1) / bands);
+      const int p0 = int(int64_t(P) * band / bands), p1 = int(int64_t(P) * (band + 1) / bands);
       if (p0 == p1) continue;
-      const int row0 = p0 * c.stride, row1 = (p1 - 1) * c.stride + c.R;
-      window_rows_channel_major(buf, in + n * c.in_image, c.H, c.W, c.Cin, c.row_shift,
-                                c.col_shift, c.Wp, row0, row1);
-      avx512::conv_rows(out + n * c.out_image, buf, row0, wt, ds, p0, p1, c.accumulate);
+      const int row0 = p0 * stride + offset_lo, row1 = (p1 - 1) * stride + reach_hi;
+      window_rows_channel_major(buf, w.in + n * w.in_image, w.H, w.W, w.Cin, w.row_shift,
+                                w.col_shift, w.Wp, row0, row1);
+      for (const ConvPart& part : parts) {
+        if (p0 >= part.P) continue;
+        avx512::DirectShape ds;
+        ds.Wp = w.Wp, ds.Cin = w.Cin, ds.Cout = part.Cout;
+        ds.R = part.R, ds.S = part.S, ds.stride = part.stride, ds.P = part.P, ds.Q = part.Q;
+        ds.out_pixel = part.out_pixel, ds.out_row = part.out_row;
+        // The kernel reads buffer row p * stride + r - its row0, relative to the buffer's start.
+        avx512::conv_rows(part.out + n * part.out_image, buf + part.col_offset,
+                          row0 - part.row_offset, part.wt, ds, p0, std::min(p1, part.P),
+                          accumulate);
+      }
     }
   }
 }
@@ -165,12 +191,17 @@ void direct_conv_forward(float* out, const float* in, const float* weight,
     for (int k = 0; k < s.K; ++k)
       packed[blocked_index(k, i, RS * s.C, s.K)] = weight[(k * int64_t(s.C) + c) * RS + rt];
   }
-  ConvRun c;
-  c.images = s.N, c.H = s.H, c.W = s.W, c.Cin = s.C, c.in_image = int64_t(s.H) * s.W * s.C;
-  c.row_shift = c.col_shift = -s.pad, c.Wp = s.W + 2 * s.pad;
-  c.P = s.P(), c.Q = s.Q(), c.Cout = s.K, c.R = s.R, c.S = s.S, c.stride = s.stride;
-  c.out_pixel = s.K, c.out_row = int64_t(c.Q) * s.K, c.out_image = int64_t(c.P) * c.out_row;
-  run_conv(out, in, packed, c);
+  ConvWindow w;
+  w.in = in, w.images = s.N, w.H = s.H, w.W = s.W, w.Cin = s.C;
+  w.in_image = int64_t(s.H) * s.W * s.C;
+  w.row_shift = w.col_shift = -s.pad, w.Wp = s.W + 2 * s.pad;
+  ConvPart part;
+  part.out = out, part.wt = packed;
+  part.P = s.P(), part.Q = s.Q(), part.Cout = s.K, part.R = s.R, part.S = s.S;
+  part.stride = s.stride;
+  part.out_pixel = s.K, part.out_row = int64_t(part.Q) * s.K;
+  part.out_image = int64_t(part.P) * part.out_row;
+  run_conv(w, {part}, false);
 }
 
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
@@ -178,44 +209,66 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
   // Each class of input pixels (h = stride * i + a, w = stride * j + b) is a stride-1 convolution
   // of d_out with the kernel offsets that reach it, flipped and with the channels swapped, written
   // to every stride-th pixel of every stride-th row of d_in (stride 1: one class, all of d_in).
+  // The classes are parts of one run: each band of d_out is laid out once for all of them.
   const int P = s.P(), Q = s.Q();
   const int64_t RS = int64_t(s.R) * s.S;
-  ConvRun c;
-  c.images = s.N, c.H = P, c.W = Q, c.Cin = s.K, c.in_image = int64_t(P) * Q * s.K;
-  c.Cout = s.C, c.stride = 1, c.accumulate = accumulate;
-  c.out_image = int64_t(s.H) * s.W * s.C;
-  c.out_pixel = int64_t(s.stride) * s.C, c.out_row = int64_t(s.stride) * s.W * s.C;
+  const int64_t in_image = int64_t(s.H) * s.W * s.C;
+  struct Class {
+    int a, b, Ha, Wb;
+    Taps tr, ts;
+  };
+  std::vector<Class> classes;
   for (int a = 0; a < s.stride; ++a)
     for (int b = 0; b < s.stride; ++b) {
       const int Ha = (s.H - a + s.stride - 1) / s.stride, Wb = (s.W - b + s.stride - 1) / s.stride;
       if (Ha <= 0 || Wb <= 0) continue;
       const Taps tr = taps_of(a, s.pad, s.R, s.stride), ts = taps_of(b, s.pad, s.S, s.stride);
       float* out = d_in + (int64_t(a) * s.W + b) * s.C;
-      if (tr.count == 0 || ts.count == 0) {  // no kernel offset reaches these pixels
-        if (accumulate) continue;
-#pragma omp parallel for schedule(static)
-        for (int64_t ni = 0; ni < int64_t(s.N) * Ha; ++ni) {
-          const int64_t n = ni / Ha, i = ni % Ha;
-          for (int j = 0; j < Wb; ++j)
-            std::memset(out + n * c.out_image + i * c.out_row + j * c.out_pixel, 0,
-                        sizeof(float) * size_t(s.C));
-        }
+      if (tr.count > 0 && ts.count > 0) {
+        classes.push_back({a, b, Ha, Wb, tr, ts});
         continue;
       }
-      const int64_t taps = int64_t(tr.count) * ts.count;
-      // packed (u, v, k, c) = weight (k, c, first_r - stride u, first_s - stride v), blocked by c.
+      if (accumulate) continue;  // no kernel offset reaches these pixels: their gradient is 0
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < taps * s.K; ++i) {
-        const int64_t uv = i / s.K, k = i % s.K;
-        const int64_t r = tr.first - s.stride * (uv / ts.count);
-        const int64_t t = ts.first - s.stride * (uv % ts.count);
-        for (int c2 = 0; c2 < s.C; ++c2)
-          packed[blocked_index(c2, i, taps * s.K, s.C)] = weight[(k * s.C + c2) * RS + r * s.S + t];
+      for (int64_t ni = 0; ni < int64_t(s.N) * Ha; ++ni) {
+        const int64_t n = ni / Ha, i = ni % Ha;
+        for (int j = 0; j < Wb; ++j)
+          std::memset(out + n * in_image + i * s.stride * s.W * s.C + j * s.stride * s.C, 0,
+                      sizeof(float) * size_t(s.C));
       }
-      c.row_shift = tr.shift, c.col_shift = ts.shift, c.Wp = Wb + ts.count - 1;
-      c.P = Ha, c.Q = Wb, c.R = tr.count, c.S = ts.count;
-      run_conv(out, d_out, packed, c);
     }
+  if (classes.empty()) return;
+  ConvWindow w;
+  w.in = d_out, w.images = s.N, w.H = P, w.W = Q, w.Cin = s.K, w.in_image = int64_t(P) * Q * s.K;
+  w.row_shift = classes[0].tr.shift, w.col_shift = classes[0].ts.shift;
+  for (const Class& k : classes) {
+    w.row_shift = std::min(w.row_shift, k.tr.shift);
+    w.col_shift = std::min(w.col_shift, k.ts.shift);
+  }
+  std::vector<ConvPart> parts;
+  float* wt = packed;
+  for (const Class& k : classes) {
+    const int64_t taps = int64_t(k.tr.count) * k.ts.count;
+    // wt (u, v, k, c) = weight (k, c, first_r - stride u, first_s - stride v), blocked by c.
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < taps * s.K; ++i) {
+      const int64_t uv = i / s.K, kk = i % s.K;
+      const int64_t r = k.tr.first - s.stride * (uv / k.ts.count);
+      const int64_t t = k.ts.first - s.stride * (uv % k.ts.count);
+      for (int c2 = 0; c2 < s.C; ++c2)
+        wt[blocked_index(c2, i, taps * s.K, s.C)] = weight[(kk * s.C + c2) * RS + r * s.S + t];
+    }
+    ConvPart part;
+    part.out = d_in + (int64_t(k.a) * s.W + k.b) * s.C, part.wt = wt;
+    part.P = k.Ha, part.Q = k.Wb, part.Cout = s.C, part.R = k.tr.count, part.S = k.ts.count;
+    part.row_offset = k.tr.shift - w.row_shift, part.col_offset = k.ts.shift - w.col_shift;
+    part.out_image = in_image;
+    part.out_pixel = int64_t(s.stride) * s.C, part.out_row = int64_t(s.stride) * s.W * s.C;
+    w.Wp = std::max(w.Wp, part.col_offset + k.Wb + k.ts.count - 1);
+    parts.push_back(part);
+    wt += taps * s.K * s.C;
+  }
+  run_conv(w, parts, accumulate);
 }
 
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,

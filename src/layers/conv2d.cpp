@@ -113,9 +113,6 @@ bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
   // is all pixels, its output only C x K), and a weight gradient over 2-15 input channels leaves
   // the direct kernel's registers idle.
   if (g.R * g.S == 1) return pass == Pass::kBackwardWeights && g.C <= 32 && g.K <= 64;
-  // The stride-2 data gradient's four parity classes are small convolutions each (1-4 taps of a
-  // 3x3 kernel): slower than GEMM + col2im on resnet8's 16-32 channels, even at 128.
-  if (pass == Pass::kBackwardData && g.stride != 1) return false;
   const int max_channels = g.stride == 1 ? kDirectMaxChannels : kDirectMaxChannels / 2;
   if (g.C > max_channels || g.K > max_channels) return false;
   return pass != Pass::kBackwardWeights || g.C >= 16 || g.C * g.R * g.S <= 16;

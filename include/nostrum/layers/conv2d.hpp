@@ -38,8 +38,8 @@ enum class ConvThreading { kAuto, kSharedGemm, kPerThread };
 // Which algorithm a pass uses: the direct AVX-512 kernels (kernels/direct_conv.hpp) where the CPU
 // and the shape allow, or GEMMs (im2col for R*S > 1). kAuto takes the direct kernels where they
 // measured faster: spatial kernels (R*S > 1) with at most 128 channels in and out (64 at stride 2),
-// not for the weight gradient of 2-15 input channels nor the data gradient of a strided conv, and
-// 1x1 convs' weight gradients up to 32 input channels; kDirect takes them wherever they fit; kGemm
+// not for the weight gradient of 2-15 input channels, and 1x1 convs' weight gradients up to 32
+// input channels; kDirect takes them wherever they fit; kGemm
 // never. Passes the direct kernels cannot run use GEMMs in every mode.
 enum class ConvAlgorithm { kAuto, kGemm, kDirect };
 
