@@ -5,6 +5,7 @@ machine and cores: nostrum-train with `mpirun -n RANKS` (1 thread per rank) and 
 runs first over --rounds rounds. Prints one line per run and the ratio of the medians.
 
 usage: /usr/bin/python3 tools/torch_reference/compare_tts.py [--rounds 1] [--ranks 2] [--job JOB.ini]
+       [--torch-format channels_last|nchw]
 (after tools/build and `nostrum-shards fashion-mnist -o data/fashion-mnist`)
 """
 import argparse
@@ -30,7 +31,8 @@ def run_nostrum(args, work):
 def run_torch(args, work):
     result = os.path.join(work, "torch.json")
     cmd = ["/usr/bin/python3", os.path.join(ROOT, "tools", "torch_reference", "train_fashion_mnist.py"),
-           "--job", args.job, "--ranks", str(args.ranks), "--threads", str(args.ranks), "--json", result]
+           "--job", args.job, "--ranks", str(args.ranks), "--threads", str(args.ranks), "--format", args.torch_format,
+           "--json", result]
     subprocess.run(cmd, check=False)
     return json.load(open(result))
 
@@ -42,6 +44,8 @@ def main():
     ap.add_argument("--job", default=os.path.join(ROOT, "jobs", "fashion_mnist_resnet8.ini"))
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "fashion-mnist"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--torch-format", choices=["nchw", "channels_last"], default="channels_last",
+                    help="the PyTorch peer's memory format (channels_last: its faster one here)")
     args = ap.parse_args()
     runs = {"nostrum": [], "pytorch": []}
     with tempfile.TemporaryDirectory() as work:
