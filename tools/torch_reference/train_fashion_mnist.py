@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=2, help="nostrum's rank count the global batch matches")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=0, help="0: the job's budget")
+    ap.add_argument("--seed", type=int, default=None, help="default: the job's seed")
     ap.add_argument("--format", choices=["nchw", "channels_last"], default="channels_last",
                     help="memory format of weights and activations (channels_last: oneDNN's faster "
                          "path here, tools/bench/README.md)")
@@ -59,8 +60,9 @@ def main():
     memory_format = torch.channels_last if args.format == "channels_last" else torch.contiguous_format
 
     r = job_recipe(args.job)
-    torch.manual_seed(int(r.get("seed", 1)))
-    np.random.seed(int(r.get("seed", 1)))
+    seed = args.seed if args.seed is not None else int(r.get("seed", 1))
+    torch.manual_seed(seed)
+    np.random.seed(seed)
     torch.set_num_threads(args.threads)
     batch = args.global_batch or int(r["batch-size"]) * args.ranks
     epochs = args.epochs or int(r["epochs"])
@@ -149,7 +151,8 @@ def main():
     tts = time.time() - start
     result = {"framework": "pytorch " + torch.__version__, "status": status, "time_to_solution_s": tts,
               "epochs": epoch, "final_accuracy": accuracy, "images_per_second": images / train_seconds,
-              "threads": args.threads, "format": args.format, "global_batch": batch, "evals": evals}
+              "threads": args.threads, "format": args.format, "seed": seed, "global_batch": batch,
+              "evals": evals}
     print(f"time-to-solution: {tts:.1f} s, status {status}, {epoch} epoch(s), accuracy {accuracy:.4f}")
     if args.json:
         with open(args.json, "w") as f:
