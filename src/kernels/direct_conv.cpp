@@ -90,12 +90,14 @@ struct ConvPart {
 // parts (the stride-2 data gradient's four parity classes read the same d_out rows). Parts share
 // the stride; their P may differ (a band past a part's last row skips it).
 void run_conv(const ConvWindow& w, const std::vector<ConvPart>& parts, bool accumulate) {
-  int P = 0, offset_lo = 0, reach_hi = 0;  // rows: the most; buffer rows relative to p * stride
-  for (size_t k = 0; k < parts.size(); ++k) {
-    const ConvPart& part = parts[k];
+  if (parts.empty()) return;
+  // Output rows: the most of any part; buffer rows an output row p reads, relative to p * stride:
+  // [offset_lo, reach_hi) over all parts.
+  int P = 0, offset_lo = parts[0].row_offset, reach_hi = parts[0].row_offset + parts[0].R;
+  for (const ConvPart& part : parts) {
     P = std::max(P, part.P);
-    offset_lo = k ? std::min(offset_lo, part.row_offset) : part.row_offset;
-    reach_hi = k ? std::max(reach_hi, part.row_offset + part.R) : part.row_offset + part.R;
+    offset_lo = std::min(offset_lo, part.row_offset);
+    reach_hi = std::max(reach_hi, part.row_offset + part.R);
   }
   if (P == 0) return;
   const int stride = parts[0].stride;
