@@ -1,4 +1,4 @@
-// Weight broadcast and checksum verification (MPI_Allgather of one uint64 per rank).
+// Weight broadcast, checksum verification (MPI_Allgather of one uint64 per rank), averaging.
 #include "mpi/weight_sync.hpp"
 
 #include <cstring>
@@ -51,6 +51,15 @@ uint64_t verify_identical(const Communicator& comm, const float* data, size_t co
 uint64_t broadcast_weights(const Communicator& comm, float* weights, size_t count) {
   comm.broadcast(weights, count, 0);
   return verify_identical(comm, weights, count, "initial weights");
+}
+
+void average_over_ranks(const Communicator& comm, float* data, size_t count) {
+  if (comm.size() == 1 || count == 0) return;
+  std::vector<double> sum(data, data + count);
+  comm.allreduce_sum(sum.data(), count);
+  const double ranks = comm.size();
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(sum[i] / ranks);
+  comm.broadcast(data, count, 0);
 }
 
 }  // namespace nostrum::mpi

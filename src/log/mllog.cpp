@@ -1,5 +1,7 @@
-// MlLogger: JSON formatting of MLPerf log lines (escaped strings, round-trip doubles, no NaN).
+// MlLogger: MLPerf log lines built with nlohmann::json (escaped strings, round-trip doubles, no NaN).
 #include "nostrum/log/mllog.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -13,47 +15,48 @@ namespace nostrum::log {
 
 namespace {
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+using Json = nlohmann::ordered_json;
+
+// Python json.dumps' layout (", " and ": " separators, insertion order); scalars as nlohmann
+// prints them: strings escaped, integers as integers, doubles in the shortest form that reads back
+// exactly and always with '.' or an exponent (2.0, 0.0001, 1e-05). Invalid UTF-8 is replaced.
+void dump(const Json& j, std::string& out) {
+  if (j.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, value] : j.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
+      out += ": ";
+      dump(value, out);
     }
+    out += '}';
+  } else if (j.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i) out += ", ";
+      dump(j[i], out);
+    }
+    out += ']';
+  } else {
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
-  return out + "\"";
 }
 
-// Shortest of %.15g / %.17g that reads back to the same double; always with '.' or 'e', so JSON
-// readers see a float (0.0001, 2.0, 1e-05).
-std::string json_double(double d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", d);
-  if (std::strtod(buf, nullptr) != d) std::snprintf(buf, sizeof buf, "%.17g", d);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
+// The value as JSON; a non-finite double becomes null and sets *nonfinite to "nan", "inf", "-inf".
+Json to_json(const LogValue& value, const char** nonfinite) {
+  if (nonfinite) *nonfinite = nullptr;
+  const LogValue::Variant& v = value.variant();
+  if (std::holds_alternative<bool>(v)) return std::get<bool>(v);
+  if (std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v);
+  if (std::holds_alternative<std::string>(v)) return std::get<std::string>(v);
+  if (std::holds_alternative<double>(v)) {
+    const double d = std::get<double>(v);
+    if (std::isfinite(d)) return d;
+    if (nonfinite) *nonfinite = std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf");
+  }
+  return nullptr;
 }
 
 const char* event_type_name(MlLogger::EventType t) {
@@ -81,17 +84,9 @@ double LogValue::shortest_double(float f) {
 }
 
 std::string LogValue::json(const char** nonfinite) const {
-  if (nonfinite) *nonfinite = nullptr;
-  if (std::holds_alternative<bool>(v_)) return std::get<bool>(v_) ? "true" : "false";
-  if (std::holds_alternative<int64_t>(v_)) return std::to_string(std::get<int64_t>(v_));
-  if (std::holds_alternative<std::string>(v_)) return json_string(std::get<std::string>(v_));
-  if (std::holds_alternative<double>(v_)) {
-    const double d = std::get<double>(v_);
-    if (std::isfinite(d)) return json_double(d);
-    if (nonfinite) *nonfinite = std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf");
-    return "null";
-  }
-  return "null";
+  std::string out;
+  dump(to_json(*this, nonfinite), out);
+  return out;
 }
 
 MlLogger::MlLogger(bool is_rank0, const std::string& path, bool to_stdout)
@@ -110,20 +105,24 @@ MlLogger::~MlLogger() {
 std::string MlLogger::format(EventType type, int64_t time_ms, SourceLocation where, const char* key,
                              const LogValue& value, const Metadata& metadata) {
   const char* value_nonfinite = nullptr;
-  const std::string value_json = value.json(&value_nonfinite);
-  std::string line = ":::MLLOG {\"namespace\": \"\", \"time_ms\": " + std::to_string(time_ms) +
-                     ", \"event_type\": \"" + event_type_name(type) +
-                     "\", \"key\": " + json_string(key) + ", \"value\": " + value_json +
-                     ", \"metadata\": {\"file\": " + json_string(where.file ? where.file : "") +
-                     ", \"lineno\": " + std::to_string(where.line);
+  Json line;
+  line["namespace"] = "";
+  line["time_ms"] = time_ms;
+  line["event_type"] = event_type_name(type);
+  line["key"] = key;
+  line["value"] = to_json(value, &value_nonfinite);
+  Json& meta = line["metadata"];
+  meta["file"] = where.file ? where.file : "";
+  meta["lineno"] = where.line;
   for (const auto& [name, v] : metadata) {
     const char* nonfinite = nullptr;
-    const std::string text = v.json(&nonfinite);
-    line += ", " + json_string(name) + ": " + text;
-    if (nonfinite) line += ", " + json_string(name + "_nonfinite") + ": \"" + nonfinite + "\"";
+    meta[name] = to_json(v, &nonfinite);
+    if (nonfinite) meta[name + "_nonfinite"] = nonfinite;
   }
-  if (value_nonfinite) line += std::string(", \"value_nonfinite\": \"") + value_nonfinite + "\"";
-  return line + "}}";
+  if (value_nonfinite) meta["value_nonfinite"] = value_nonfinite;
+  std::string out = ":::MLLOG ";
+  dump(line, out);
+  return out;
 }
 
 void MlLogger::write(EventType type, SourceLocation where, const char* key, const LogValue& value,

@@ -21,11 +21,7 @@ std::string num(double v) {
 
 std::vector<std::string> closed_division_violations(const ResnetHyperparameters& h) {
   std::vector<std::string> out;
-  const bool lars = h.optimizer == "lars";
-  if (!lars && h.optimizer != "sgd") {
-    out.push_back("opt_name must be sgd or lars, not '" + h.optimizer + "'");
-    return out;
-  }
+  const bool lars = h.optimizer == optim::OptimizerKind::kLars;
   const std::string p = lars ? "lars_opt_" : "sgd_opt_";
   if (lars && !(h.base_lr > 0.0))
     out.push_back(p + "base_learning_rate must be > 0, got " + num(h.base_lr));
@@ -55,8 +51,8 @@ std::vector<std::string> closed_division_violations(const ResnetHyperparameters&
 }
 
 void log_hyperparameters(MlLogger& log, SourceLocation where, const ResnetHyperparameters& h) {
-  log.event(where, keys::kOptName, h.optimizer);
-  if (h.optimizer == "lars") {
+  log.event(where, keys::kOptName, optim::to_string(h.optimizer));
+  if (h.optimizer == optim::OptimizerKind::kLars) {
     log.event(where, keys::kLarsOptBaseLearningRate, h.base_lr);
     log.event(where, keys::kLarsOptEndLearningRate, h.end_lr);
     log.event(where, keys::kLarsOptLearningRateDecayPolyPower, h.poly_power);

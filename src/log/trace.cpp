@@ -1,5 +1,7 @@
-// TraceWriter: preallocated event buffer, atomic slot claim, Chrome-trace JSON output.
+// TraceWriter: preallocated event buffer, atomic slot claim, Chrome-trace JSON (nlohmann::json).
 #include "nostrum/log/trace.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -10,20 +12,18 @@
 namespace nostrum::log {
 
 namespace {
-void put_json_string(std::FILE* f, const char* s) {
-  std::fputc('"', f);
-  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s ? s : ""); *p; ++p) {
-    if (*p == '"' || *p == '\\') {
-      std::fputc('\\', f);
-      std::fputc(*p, f);
-    } else if (*p < 0x20) {
-      std::fprintf(f, "\\u%04x", *p);
-    } else {
-      std::fputc(*p, f);
-    }
-  }
-  std::fputc('"', f);
+
+using Json = nlohmann::ordered_json;
+
+// One JSON object per line; names may hold any bytes (invalid UTF-8 is replaced).
+void put_line(std::FILE* f, const Json& j, bool first) {
+  const std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::fputs(first ? "" : ",\n", f);
+  std::fputs(text.c_str(), f);
 }
+
+const char* text(const char* s) { return s ? s : ""; }
+
 }  // namespace
 
 TraceWriter::TraceWriter(int rank, size_t capacity)
@@ -78,34 +78,30 @@ void TraceWriter::write(const std::string& path) const {
   NOSTRUM_CHECK(f != nullptr, IoError,
                 std::string("cannot open the trace file for writing: ") + std::strerror(errno),
                 path, "check that the directory exists and is writable (--trace)");
-  std::fprintf(
-      f,
-      "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"dropped_events\": %zu},\n"
-      "\"traceEvents\": [\n",
-      rank_, dropped());
-  std::fprintf(f,
-               "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
-               "\"args\": {\"name\": \"rank %d\"}}",
-               rank_, rank_);
-  for (const auto& [thread, name] : thread_names_) {
-    std::fprintf(f,
-                 ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
-                 "\"args\": {\"name\": ",
-                 rank_, thread);
-    put_json_string(f, name);
-    std::fputs("}}", f);
-  }
+  const Json other = {{"rank", rank_}, {"dropped_events", dropped()}};
+  std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": %s,\n\"traceEvents\": [\n",
+               other.dump().c_str());
+  put_line(f,
+           {{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
+            {"args", {{"name", "rank " + std::to_string(rank_)}}}},
+           true);
+  for (const auto& [thread, name] : thread_names_)
+    put_line(f,
+             {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", thread},
+              {"args", {{"name", text(name)}}}},
+             false);
   const size_t n = size();
   for (size_t i = 0; i < n; ++i) {
     const Event& e = events_[i];
     if (!e.ready.load(std::memory_order_acquire)) continue;  // claimed, still being filled
-    std::fputs(",\n{\"name\": ", f);
-    put_json_string(f, e.name);
-    std::fputs(", \"cat\": ", f);
-    put_json_string(f, e.category);
-    std::fprintf(f, ", \"ph\": \"%c\", \"ts\": %.3f, \"pid\": %d, \"tid\": %d%s}", e.phase,
-                 static_cast<double>(e.time_ns) / 1000.0, rank_, e.thread,
-                 e.phase == 'i' ? ", \"s\": \"t\"" : "");
+    Json event = {{"name", text(e.name)},
+                  {"cat", text(e.category)},
+                  {"ph", std::string(1, e.phase)},
+                  {"ts", static_cast<double>(e.time_ns) / 1000.0},  // microseconds
+                  {"pid", rank_},
+                  {"tid", e.thread}};
+    if (e.phase == 'i') event["s"] = "t";  // an instant on its thread's track
+    put_line(f, event, false);
   }
   std::fputs("\n]}\n", f);
   const bool ok = std::ferror(f) == 0;

@@ -18,7 +18,7 @@ Lars::Lars(const ParameterTable& table, LarsOptions options) : options_(options)
                 "--lars-eta");
   NOSTRUM_CHECK(options.epsilon >= 0.0f, OptionError,
                 "LARS epsilon must be >= 0, got " + std::to_string(options.epsilon),
-                "--lars-epsilon");
+                "LarsOptions::epsilon");
   size_t state_floats = 0;
   for (const Parameter& p : table)
     if (p.trainable()) state_floats += Arena::padded(static_cast<size_t>(p.numel()));

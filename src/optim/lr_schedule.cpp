@@ -10,7 +10,6 @@ namespace nostrum::optim {
 
 namespace {
 constexpr double kPi = 3.14159265358979323846;
-const char* const kChoices = "constant, poly, cosine, step, onecycle";
 
 // torch's OneCycleLR._annealing_cos: from start (pct 0) to end (pct 1).
 double anneal_cos(double start, double end, double pct) {
@@ -18,31 +17,21 @@ double anneal_cos(double start, double end, double pct) {
 }
 }  // namespace
 
-ScheduleKind parse_schedule_kind(const std::string& name) {
-  if (name == "constant") return ScheduleKind::kConstant;
-  if (name == "poly" || name == "polynomial") return ScheduleKind::kPolynomial;
-  if (name == "cosine") return ScheduleKind::kCosine;
-  if (name == "step") return ScheduleKind::kStep;
-  if (name == "onecycle" || name == "one-cycle") return ScheduleKind::kOneCycle;
-  throw OptionError("unknown learning-rate schedule '" + name + "'", "--lr-schedule",
-                    std::string("choose one of ") + kChoices);
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names = {"constant", "poly", "cosine", "step", "onecycle"};
+  return names;  // ScheduleKind order
 }
 
-std::string to_string(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kConstant:
-      return "constant";
-    case ScheduleKind::kPolynomial:
-      return "poly";
-    case ScheduleKind::kCosine:
-      return "cosine";
-    case ScheduleKind::kStep:
-      return "step";
-    case ScheduleKind::kOneCycle:
-      return "onecycle";
-  }
-  return "?";
+ScheduleKind parse_schedule_kind(const std::string& name) {
+  const auto& names = schedule_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<ScheduleKind>(i);
+  std::string choices;
+  for (const auto& n : names) choices += (choices.empty() ? "" : ", ") + n;
+  throw OptionError("invalid value '" + name + "'", "--lr-schedule", "valid choices: " + choices);
 }
+
+std::string to_string(ScheduleKind kind) { return schedule_names()[static_cast<size_t>(kind)]; }
 
 LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
   const ScheduleOptions& s = options_;
@@ -57,7 +46,7 @@ LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
     case ScheduleKind::kConstant:
       break;
     case ScheduleKind::kPolynomial:
-      NOSTRUM_CHECK(s.power > 0.0, OptionError, "polynomial power must be > 0", "--lr-poly-power");
+      NOSTRUM_CHECK(s.power > 0.0, OptionError, "polynomial power must be > 0", "--poly-power");
       NOSTRUM_CHECK(s.decay_steps > 0 || s.total_steps > s.warmup_steps, OptionError,
                     "polynomial decay needs decay steps or total steps beyond the warm-up",
                     "--epochs / --warmup-epochs");
@@ -69,19 +58,21 @@ LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
                     "--epochs / --warmup-epochs");
       break;
     case ScheduleKind::kStep:
-      NOSTRUM_CHECK(s.gamma > 0.0, OptionError, "step schedule gamma must be > 0", "--lr-gamma");
+      NOSTRUM_CHECK(s.gamma > 0.0, OptionError, "step schedule gamma must be > 0", "ScheduleOptions::gamma");
       NOSTRUM_CHECK(!s.milestones.empty() || s.step_size > 0, OptionError,
-                    "step schedule needs milestones or a step size", "--lr-milestones");
+                    "step schedule needs milestones or a step size",
+                    "ScheduleOptions::milestones / step_size");
       NOSTRUM_CHECK(std::is_sorted(s.milestones.begin(), s.milestones.end()), OptionError,
-                    "step schedule milestones must be increasing", "--lr-milestones");
+                    "step schedule milestones must be increasing",
+                    "ScheduleOptions::milestones");
       break;
     case ScheduleKind::kOneCycle:
       NOSTRUM_CHECK(s.total_steps >= 2, OptionError, "one-cycle needs at least 2 total steps",
                     "--epochs");
       NOSTRUM_CHECK(s.pct_start > 0.0 && s.pct_start < 1.0, OptionError,
-                    "one-cycle pct_start must be in (0, 1)", "--onecycle-pct-start");
+                    "one-cycle pct_start must be in (0, 1)", "ScheduleOptions::pct_start");
       NOSTRUM_CHECK(s.div_factor > 0.0 && s.final_div_factor > 0.0, OptionError,
-                    "one-cycle div factors must be > 0", "--onecycle-div-factor");
+                    "one-cycle div factors must be > 0", "ScheduleOptions::div_factor / final_div_factor");
       NOSTRUM_CHECK(s.warmup_steps == 0, OptionError,
                     "one-cycle has its own warm-up phase: set the warm-up to 0", "--warmup-epochs");
       break;

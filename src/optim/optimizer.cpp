@@ -1,4 +1,4 @@
-// Option checks shared by the optimizers.
+// Optimizer names (one table) and the option checks shared by the optimizers.
 #include "nostrum/optim/optimizer.hpp"
 
 #include <string>
@@ -6,6 +6,22 @@
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::optim {
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"sgd", "lars"};  // OptimizerKind order
+  return names;
+}
+
+const char* to_string(OptimizerKind kind) {
+  return optimizer_names()[static_cast<size_t>(kind)].c_str();
+}
+
+OptimizerKind parse_optimizer_kind(const std::string& name) {
+  const auto& names = optimizer_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<OptimizerKind>(i);
+  throw OptionError("invalid value '" + name + "'", "--optimizer", "valid choices: sgd, lars");
+}
 
 void check_momentum_and_decay(float momentum, float weight_decay) {
   NOSTRUM_CHECK(momentum >= 0.0f, OptionError, "momentum must be >= 0, got " + std::to_string(momentum),

@@ -18,10 +18,9 @@ int main(int argc, char** argv) {
   try {
     nostrum::train::TrainOptions options;
     if (!nostrum::train::parse_train_options(argc, argv, options)) return 0;  // --help
-    const nostrum::train::RunResult result =
-        nostrum::train::run_training(options, world);
+    const nostrum::train::RunResult result = nostrum::train::run_training(options, world);
     if (world.rank() == 0) {
-      const std::string json = nostrum::train::result_json(result, options);
+      const std::string json = nostrum::train::result_json(result);
       if (!options.result_json.empty()) {
         std::ofstream file(options.result_json);
         if (!(file << json << "\n"))

@@ -38,9 +38,28 @@ void require(bool ok, const std::string& option, const T& value, const std::stri
   throw OptionError(text.str(), "--" + option, rule);
 }
 
+// The index of `value` in `choices` (an enum's names in enum order), or OptionError naming the
+// option and the choices.
+template <typename Enum>
+Enum parse_choice(const std::string& option, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  require_choice(option, value, choices);
+  return static_cast<Enum>(std::find(choices.begin(), choices.end(), value) - choices.begin());
+}
+
 }  // namespace
 
+const std::vector<std::string>& overlap_policy_names() {
+  static const std::vector<std::string> names = {"auto", "on", "off"};
+  return names;
+}
+
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  // Enum-valued options are read as text and parsed after notify (with the valid choices).
+  std::string optimizer = optim::to_string(o.optimizer);
+  std::string lr_schedule = optim::to_string(o.lr_schedule);
+  std::string overlap = overlap_policy_names()[static_cast<size_t>(o.overlap)];
+  bool no_overlap = false;
   po::options_description data("Data");
   data.add_options()
     ("data", po::value(&o.data_dir)->required(), "dataset directory made by nostrum-shards")
@@ -66,15 +85,17 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   optim.add_options()
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "images per rank and step")
     ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epoch budget (run aborts after it)")
+    ("max-steps", po::value(&o.max_steps)->default_value(o.max_steps),
+     "stop after this many steps (0 = no limit; for throughput and scaling runs)")
     ("target-accuracy", po::value(&o.target_accuracy)->default_value(o.target_accuracy),
      "stop with success once top-1 evaluation accuracy reaches this fraction")
-    ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd | lars")
+    ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | lars")
     ("lr", po::value(&o.lr)->default_value(o.lr), "base learning rate (0 = recipe default)")
     ("end-lr", po::value(&o.end_lr)->default_value(o.end_lr), "learning rate at the end of decay")
     ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs),
      "linear warmup length in epochs")
-    ("lr-schedule", po::value(&o.lr_schedule)->default_value(o.lr_schedule),
-     "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle")
+    ("lr-schedule", po::value(&lr_schedule)->default_value(lr_schedule),
+     "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle | constant")
     ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
     ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
      "epochs over which the LR decays (0 = the whole budget)")
@@ -99,14 +120,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("threads", po::value(&o.threads)->default_value(o.threads),
      "OpenMP threads per rank (0 = the cores this rank may use)")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
-    ("overlap", po::value(&o.overlap)->default_value(o.overlap),
+    ("overlap", po::value(&overlap)->default_value(overlap),
      "allreduce gradient buckets on a communication thread during backward: on, off, or auto (on "
      "when the rank has a core beyond its OpenMP threads or the gradients fill more than one "
      "bucket; a single bucket is ready only when backward ends)")
-    ("no-overlap", po::bool_switch()->notifier([&](bool on) {
-       if (on) o.overlap = "off";
-     }),
-     "the same as --overlap off")
+    ("no-overlap", po::bool_switch(&no_overlap), "the same as --overlap off")
     ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
     ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
      "ranks per sync-BN group (0 = all ranks)");
@@ -118,7 +136,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights, sampling, augmentation")
     ("mllog", po::value(&o.mllog), "write :::MLLOG lines to this file (rank 0)")
     ("result-json", po::value(&o.result_json), "write the result summary to this JSON file")
-    ("trace", po::value(&o.trace), "write a Chrome trace per rank (FILE, rank appended)")
+    ("trace", po::value(&o.trace), "write a Chrome trace per rank (FILE.json -> FILE.rankN.json)")
     ("quiet", po::bool_switch(&o.quiet), "no progress output")
     ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds),
      "progress line interval inside an epoch")
@@ -151,12 +169,14 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
 
   require_choice("model", o.model, model::model_names());
-  require_choice("optimizer", o.optimizer, {"sgd", "lars"});
-  require_choice("overlap", o.overlap, {"auto", "on", "off"});
-  require_choice("lr-schedule", o.lr_schedule, {"poly", "cosine", "step", "onecycle"});
+  o.optimizer = parse_choice<optim::OptimizerKind>("optimizer", optimizer, optim::optimizer_names());
+  o.overlap = parse_choice<OverlapPolicy>("overlap", overlap, overlap_policy_names());
+  if (no_overlap) o.overlap = OverlapPolicy::kOff;
+  o.lr_schedule = parse_choice<optim::ScheduleKind>("lr-schedule", lr_schedule, optim::schedule_names());
   require_choice("submission-status", o.submission_status, {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");
   require(o.epochs > 0, "epochs", o.epochs, "must be positive");
+  require(o.max_steps >= 0, "max-steps", o.max_steps, "must be >= 0");
   require(o.target_accuracy > 0 && o.target_accuracy <= 1, "target-accuracy", o.target_accuracy,
           "a fraction in (0, 1]");
   require(o.lr >= 0, "lr", o.lr, "must be >= 0");

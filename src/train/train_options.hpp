@@ -6,7 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/optim/lr_schedule.hpp"
+#include "nostrum/optim/optimizer.hpp"
+
 namespace nostrum::train {
+
+// --overlap: allreduce gradient buckets on a communication thread during backward: always, never,
+// or (auto) when the rank has a core beyond its OpenMP threads or there is more than one bucket.
+enum class OverlapPolicy { kAuto, kOn, kOff };
+const std::vector<std::string>& overlap_policy_names();  // "auto", "on", "off": enum order
 
 struct TrainOptions {
   // data
@@ -22,12 +30,13 @@ struct TrainOptions {
   // optimisation
   int batch_size = 128;      // per rank
   int epochs = 5;            // budget: the run stops (aborted) after this many
+  int64_t max_steps = 0;     // > 0: stop (aborted) after this many steps (throughput runs)
   double target_accuracy = 0.91;
-  std::string optimizer = "sgd";
+  optim::OptimizerKind optimizer = optim::OptimizerKind::kSgd;
   double lr = 0.0;           // 0 = the recipe's default for the optimizer and global batch
   double end_lr = 0.0001;
   double warmup_epochs = 0.0;
-  std::string lr_schedule = "poly";
+  optim::ScheduleKind lr_schedule = optim::ScheduleKind::kPolynomial;
   double poly_power = 2.0;
   double decay_epochs = 0.0; // 0 = decay over the whole epoch budget
   double momentum = 0.9;
@@ -43,9 +52,7 @@ struct TrainOptions {
   // parallelism
   int threads = 0;           // OpenMP threads per rank; 0 = cores available to the rank
   double bucket_mb = 25.0;
-  // allreduce buckets on a communication thread during backward: on, off, or auto (on when the
-  // rank may use a core beyond its OpenMP threads, or when there is more than one bucket to hide)
-  std::string overlap = "auto";
+  OverlapPolicy overlap = OverlapPolicy::kAuto;
   bool sync_bn = false;
   int sync_bn_group = 0;     // ranks per sync-BN group; 0 = all
   // run and output

@@ -1,52 +1,26 @@
-// Trainer: one rank's data-parallel training run to a target accuracy. It owns every piece of
-// training state (model and its arenas, optimizer state, schedule position, loaders, gradient
-// allreducer) and runs the MLPerf-timed loop: epochs of (data, forward, loss, backward overlapped
-// with bucketed allreduce, optimizer step), distributed evaluation, :::MLLOG lines, progress output
-// and the result summary.
+// Trainer: one rank's data-parallel run to a target accuracy, read top to bottom in trainer.cpp:
+// setup_run (setup.hpp) builds the Run, train_epoch calls train_step (train_step.hpp) for each
+// step, evaluate (evaluate.hpp) scores the validation split, and observers (observers.hpp: progress,
+// MLPerf log, trace) are told what happened. The result (result.hpp) is what --result-json writes.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
 #include <vector>
 
 #include "mpi/communicator.hpp"
+#include "observers.hpp"
+#include "result.hpp"
+#include "run.hpp"
 #include "train_options.hpp"
 
 namespace nostrum::train {
 
-// Time of a run split the way the result JSON reports it (seconds, summed over the run, rank 0).
-struct TimeSplit {
-  double compute = 0.0;            // forward + loss + backward + optimizer, less exposed allreduce
-  double exposed_allreduce = 0.0;  // the main thread waited for gradient allreduce
-  double hidden_allreduce = 0.0;   // allreduce time that ran behind backward
-  double data_wait = 0.0;          // the main thread waited for the loader
-  double evaluation = 0.0;         // distributed evaluation, all of it
-};
+// One epoch of the run's steps (state.epoch; from state.step_in_epoch, so a resumed run continues
+// mid-epoch) or fewer when --max-steps is reached. Collective. Returns the epoch's numbers.
+EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers);
 
-struct EvalPoint {
-  int epoch = 0;
-  double accuracy = 0.0;
-  double seconds_since_run_start = 0.0;
-};
-
-struct RunResult {
-  std::string status;            // "success" | "aborted"
-  double time_to_solution = 0.0; // run_stop - run_start, seconds
-  int epochs = 0;                // epochs trained
-  double final_accuracy = 0.0;
-  double images_per_second = 0.0;  // training images (all ranks) per second of training loop
-  std::vector<EvalPoint> evals;
-  TimeSplit time;
-  int64_t global_batch = 0;
-  int ranks = 1, threads = 1;
-  uint64_t weights_checksum = 0;
-};
-
-// Runs everything options ask for on this rank (collective over world). Throws nostrum errors.
+// Runs everything the options ask for on this rank (collective over world): set-up, the timed
+// loop of epochs and evaluations to the target or the budget, or one evaluation (--eval-only).
+// Throws nostrum errors.
 RunResult run_training(const TrainOptions& options, const mpi::Communicator& world);
-
-// The result as one JSON object (what --result-json writes).
-std::string result_json(const RunResult& result, const TrainOptions& options);
 
 }  // namespace nostrum::train

@@ -20,7 +20,7 @@ namespace keys = nostrum::log::keys;
 namespace {
 
 struct Recipe {
-  std::string optimizer = "lars";
+  nostrum::optim::OptimizerKind optimizer = nostrum::optim::OptimizerKind::kLars;
   double base_lr = 10.5;
   double end_lr = 0.0001;
   double weight_decay = 0.00005;  // 0.0001 * 2^-1
@@ -116,7 +116,7 @@ TEST_CASE("a ResNet log written by MlLogger passes the compliance checker (LARS 
   write_log((dir / "lars.log").string(), lars);
   CHECK(check_log((dir / "lars.log").string()) == 0);
   Recipe sgd;
-  sgd.optimizer = "sgd";
+  sgd.optimizer = nostrum::optim::OptimizerKind::kSgd;
   sgd.base_lr = 2.048;  // a multiple of 0.001
   sgd.weight_decay = 0.0002;
   write_log((dir / "sgd.log").string(), sgd);
@@ -187,13 +187,18 @@ TEST_CASE("the compliance checker fails bad logs", "[log]") {
     write_log(bad, r);
     CHECK(check_log(bad) == 1);
     r = Recipe{};
-    r.optimizer = "sgd";
+    r.optimizer = nostrum::optim::OptimizerKind::kSgd;
     r.base_lr = 0.1005;  // not a multiple of 0.001
     write_log(bad, r);
     CHECK(check_log(bad) == 1);
-    r.optimizer = "adam";
+    r.base_lr = 0.1;
     write_log(bad, r);
-    CHECK(check_log(bad) == 1);
+    CHECK(check_log(bad) == 0);  // the same SGD log passes ...
+    auto adam = read_lines(bad);  // an optimizer the closed division does not allow
+    std::string& opt = adam[line_of(adam, "opt_name")];
+    opt.replace(opt.find("\"sgd\""), 5, "\"adam\"");
+    write_lines(bad, adam);
+    CHECK(check_log(bad) == 1);  // ... until its opt_name is one the closed division does not allow
   }
   SECTION("target not reached, accuracy as a percentage, metadata missing") {
     Recipe r;
@@ -234,7 +239,7 @@ TEST_CASE("the C++ closed-division check agrees with the compliance checker", "[
   recipes[1].end_lr = 0.0002;
   recipes[2].weight_decay = 0.00015;
   recipes[3].poly_power = 3.0;
-  recipes[4].optimizer = "sgd";
+  recipes[4].optimizer = nostrum::optim::OptimizerKind::kSgd;
   recipes[4].base_lr = 8.192;
   recipes[4].weight_decay = 0.0001;
   recipes[5] = recipes[4];

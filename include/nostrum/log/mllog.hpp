@@ -1,7 +1,8 @@
 // MlLogger: MLPerf's `:::MLLOG {json}` lines (namespace, time_ms, event_type, key, value, metadata
 // with file and lineno) to a file and/or stdout, written by rank 0 only (the caller says which rank
-// it is; no MPI here). NaN and Infinity are never printed: they become null plus a "nonfinite"
-// note.
+// it is; no MPI here). The JSON is made by nlohmann::json and printed with Python's json.dumps
+// separators (", ", ": "), as MLPerf's own logger prints it. NaN and Infinity are never printed:
+// they become null plus a "nonfinite" note.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +35,12 @@ class LogValue {
   // JSON text; a non-finite double prints as null and sets *nonfinite to "nan", "inf" or "-inf".
   std::string json(const char** nonfinite = nullptr) const;
 
+  using Variant = std::variant<std::monostate, bool, int64_t, double, std::string>;
+  const Variant& variant() const { return v_; }
+
  private:
   static double shortest_double(float f);
-  std::variant<std::monostate, bool, int64_t, double, std::string> v_;
+  Variant v_;
 };
 
 using Metadata = std::vector<std::pair<std::string, LogValue>>;

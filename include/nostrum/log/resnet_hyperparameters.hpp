@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "nostrum/log/mllog.hpp"
+#include "nostrum/optim/optimizer.hpp"
 
 namespace nostrum::log {
 
 struct ResnetHyperparameters {
-  std::string optimizer = "lars";  // "sgd" | "lars"
+  optim::OptimizerKind optimizer = optim::OptimizerKind::kLars;
   double base_lr = 0.0;            // peak learning rate after warm-up
   double end_lr = 0.0001;          // polynomial decay end
   double poly_power = 2.0;

@@ -30,7 +30,7 @@ class Lars final : public Optimizer {
   // Keeps pointers into `table`'s arenas. Throws OptionError for negative hyperparameters.
   Lars(const ParameterTable& table, LarsOptions options);
   void step(float lr) override;
-  std::string name() const override { return "lars"; }
+  OptimizerKind kind() const override { return OptimizerKind::kLars; }
   const LarsOptions& options() const { return options_; }
   // The trust ratio each trainable tensor got in the last step (1 for exempt ones), table order
   // over trainable parameters only; for logging and tests.

@@ -17,7 +17,9 @@ enum class ScheduleKind {
   kOneCycle,  // torch.optim.lr_scheduler.OneCycleLR, cos annealing, two phases (own warm-up)
 };
 
-// Parses "constant", "poly", "cosine", "step", "onecycle"; throws OptionError naming the choices.
+// The schedules' names, in ScheduleKind order (the one list --lr-schedule and the parser use).
+const std::vector<std::string>& schedule_names();
+// Parses one of schedule_names(); throws OptionError naming --lr-schedule and the choices.
 ScheduleKind parse_schedule_kind(const std::string& name);
 std::string to_string(ScheduleKind kind);
 

@@ -5,10 +5,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nostrum/core/arena.hpp"
 
 namespace nostrum::optim {
+
+// The optimizers nostrum has; their names ("sgd", "lars") are MLPerf's opt_name values.
+enum class OptimizerKind { kSgd, kLars };
+
+// Parses "sgd" / "lars"; throws OptionError naming --optimizer and the choices.
+OptimizerKind parse_optimizer_kind(const std::string& name);
+const char* to_string(OptimizerKind kind);
+const std::vector<std::string>& optimizer_names();  // every valid name, in enum order
 
 class Optimizer {
  public:
@@ -16,14 +25,14 @@ class Optimizer {
   // One update of every trainable parameter from its gradient, with learning rate `lr` (the value
   // of the schedule at this step). Buffers (running statistics) are never touched.
   virtual void step(float lr) = 0;
-  virtual std::string name() const = 0;  // "sgd" or "lars": MLPerf's opt_name
+  virtual OptimizerKind kind() const = 0;
+  std::string name() const { return to_string(kind()); }  // MLPerf's opt_name
 
   // Momentum buffers, one float per trainable element, slices in table order (for checkpoints).
   Arena& state() { return state_; }
   const Arena& state() const { return state_; }
-  // Steps taken so far (SGD initialises its buffer on the first); restore it with the state.
+  // Steps taken so far (SGD initialises its buffer on the first).
   int64_t steps_taken() const { return steps_taken_; }
-  void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
 
  protected:
   Arena state_;

@@ -29,7 +29,7 @@ class Sgd final : public Optimizer {
   // Throws OptionError for negative momentum/decay, or Nesterov without momentum or with dampening.
   Sgd(const ParameterTable& table, SgdOptions options);
   void step(float lr) override;
-  std::string name() const override { return "sgd"; }
+  OptimizerKind kind() const override { return OptimizerKind::kSgd; }
   const SgdOptions& options() const { return options_; }
 
  private:

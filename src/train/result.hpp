@@ -1,0 +1,41 @@
+// RunResult: the summary of a finished run, what --result-json writes (rank 0) and what
+// tools/scaling-study and tools/mlperf read back. JSON through nlohmann::json: integers stay
+// integers, no NaN or Infinity (a non-finite number is written as null).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run.hpp"
+
+namespace nostrum::train {
+
+struct RunResult {
+  std::string status;             // to_string(RunStatus): "success" | "aborted" | "evaluated"
+  double time_to_solution = 0.0;  // run_stop - run_start, seconds (0 with --eval-only)
+  int epochs = 0;                 // epochs trained (a partial one counts)
+  int64_t steps = 0;              // steps trained
+  double final_accuracy = 0.0;    // the last evaluation's
+  double target_accuracy = 0.0;
+  double images_per_second = 0.0;  // training images (all ranks) per second of training loop
+  std::string model, optimizer;
+  int ranks = 1, threads = 1;
+  int64_t global_batch = 0;
+  uint64_t seed = 0;
+  TimeSplit time;
+  std::vector<EvalPoint> evals;
+  uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
+  uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
+};
+
+// The summary of a run that has ended (state.status is not kRunning); checksums given.
+RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_checksum,
+                      uint64_t buffers_checksum);
+
+// One JSON object (the --result-json file's content, without a trailing newline).
+std::string result_json(const RunResult& result);
+// Reads result_json's output back; throws DataError naming the missing or mistyped field.
+RunResult parse_result_json(const std::string& text);
+
+}  // namespace nostrum::train

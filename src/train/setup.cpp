@@ -1,0 +1,207 @@
+// setup_run: every part of a Run, built in the order the run needs them.
+#include "setup.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "io/weights_file.hpp"
+#include "mpi/binding.hpp"
+#include "mpi/bucket_plan.hpp"
+#include "mpi/weight_sync.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/optim/lars.hpp"
+#include "nostrum/optim/sgd.hpp"
+
+namespace nostrum::train {
+
+namespace {
+
+// OpenMP threads from --threads (0: the cores this rank is bound to) and the binding table.
+void bind_threads(Run& run) {
+  const mpi::RankBinding binding = mpi::local_binding(run.world.rank());
+  run.plan.ranks = run.world.size();
+  run.plan.rank_cores = std::max<int>(1, static_cast<int>(binding.cores.size()));
+  run.plan.threads = run.options.threads > 0 ? run.options.threads : run.plan.rank_cores;
+  omp_set_num_threads(run.plan.threads);
+  std::ostringstream table;
+  mpi::print_binding_report(run.world, table);  // collective; the table is rank 0's
+  if (!table.str().empty()) run.notes.push_back(table.str());
+  run.notes.push_back("nostrum-train: " + std::to_string(run.plan.ranks) + " rank(s) x " +
+                      std::to_string(run.plan.threads) + " thread(s), BLAS kernels " +
+                      kernels::blas_core_name());
+}
+
+io::LoaderConfig loader_config(const Run& run, bool train) {
+  const TrainOptions& o = run.options;
+  io::LoaderConfig c;
+  c.split = train ? "train" : "val";
+  c.local_batch = o.batch_size;
+  c.rank = run.world.rank();
+  c.ranks = run.plan.ranks;
+  c.seed = o.seed;
+  c.threads = o.loader_threads;
+  c.train = train;
+  c.tail = train ? data::TailPolicy::drop : data::TailPolicy::exact;
+  c.augment.train = train;
+  c.augment.out_height = run.plan.height;
+  c.augment.out_width = run.plan.width;
+  c.augment.out_channels = run.plan.channels;
+  c.augment.flip = o.random_flip;
+  c.augment.pad = o.pad_crop;
+  if (!run.manifest.mean.empty()) {  // the dataset's own statistics
+    c.augment.mean.clear();
+    c.augment.std.clear();
+  }
+  return c;
+}
+
+// The manifest, the image shape the model sees (raw images as stored, JPEG at 224) and loaders.
+void open_data(Run& run) {
+  const TrainOptions& o = run.options;
+  run.manifest = io::Manifest::read(o.data_dir);
+  const bool raw = run.manifest.kind == io::ImageKind::raw;
+  run.plan.num_classes = static_cast<int>(run.manifest.classes.size());
+  run.plan.height = raw ? run.manifest.height : 224;
+  run.plan.width = raw ? run.manifest.width : 224;
+  run.plan.channels = raw ? run.manifest.channels : 3;
+  run.eval_loader = std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, false));
+  run.plan.eval_samples = run.eval_loader->split_samples();
+  run.plan.global_batch = int64_t{o.batch_size} * run.plan.ranks;
+  if (o.eval_only) return;
+  run.train_loader = std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, true));
+  run.plan.steps_per_epoch = run.train_loader->batches_per_epoch();
+  NOSTRUM_CHECK(run.plan.steps_per_epoch > 0, OptionError,
+                "global batch " + std::to_string(run.plan.global_batch) +
+                    " is larger than the training split (" +
+                    std::to_string(run.train_loader->split_samples()) + " samples)",
+                "--batch-size", "use a smaller batch or fewer ranks");
+}
+
+// The model, initialised from the seed (or --init-weights), rank 0's weights on every rank.
+void build_model(Run& run) {
+  const TrainOptions& o = run.options;
+  model::ModelConfig config;
+  config.name = o.model;
+  config.num_classes = run.plan.num_classes;
+  config.in_channels = run.plan.channels;
+  config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
+  config.zero_init_residual = o.zero_init_residual;
+  run.model = model::Model::create(config);
+  model::Model& net = *run.model;
+  net.build(o.batch_size, run.plan.height, run.plan.width);
+  net.init(o.seed);
+  if (!o.init_weights.empty()) io::load_weights(o.init_weights, net.parameters());
+  mpi::broadcast_weights(run.world, net.parameter_data(), net.parameter_count());
+  mpi::broadcast_weights(run.world, net.buffer_data(), net.buffer_count());
+  run.plan.initial_checksum = mpi::verify_identical(run.world, net.parameter_data(),
+                                                    net.parameter_count(), "initial weights");
+  run.notes.push_back("model " + o.model + ": " + std::to_string(net.parameter_count()) +
+                      " parameters, " + std::to_string(run.plan.num_classes) + " classes, input " +
+                      std::to_string(run.plan.height) + "x" + std::to_string(run.plan.width) + "x" +
+                      std::to_string(run.plan.channels) + ", identical on all ranks (checksum " +
+                      std::to_string(run.plan.initial_checksum) + ")");
+  if (o.sync_bn && run.plan.ranks > 1) {
+    run.bn_reducer = std::make_unique<mpi::MpiReducer>(run.world, o.sync_bn_group);
+    net.set_norm_reducer(run.bn_reducer.get());
+  }
+}
+
+void build_optimizer(Run& run) {
+  const TrainOptions& o = run.options;
+  run.plan.base_lr = o.lr > 0 ? o.lr : default_lr(o.optimizer, run.plan.global_batch);
+  run.plan.grad_scale = 1.0f / static_cast<float>(run.plan.global_batch);
+  run.schedule = std::make_unique<optim::LrSchedule>(
+      schedule_options(o, run.plan.steps_per_epoch, run.plan.base_lr));
+  switch (o.optimizer) {
+    case optim::OptimizerKind::kSgd: {
+      optim::SgdOptions s;
+      s.momentum = static_cast<float>(o.momentum);
+      s.nesterov = o.nesterov;
+      s.weight_decay = static_cast<float>(o.weight_decay);
+      s.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;
+      run.optimizer = std::make_unique<optim::Sgd>(run.model->parameters(), s);
+      break;
+    }
+    case optim::OptimizerKind::kLars: {
+      optim::LarsOptions l;
+      l.momentum = static_cast<float>(o.momentum);
+      l.weight_decay = static_cast<float>(o.weight_decay);
+      l.eta = static_cast<float>(o.lars_eta);
+      l.epsilon = 0.0f;
+      run.optimizer = std::make_unique<optim::Lars>(run.model->parameters(), l);
+      break;
+    }
+  }
+}
+
+// auto overlaps where this rank has a core its OpenMP threads leave free, or where there is more
+// than one bucket to hide (one bucket is ready only when backward ends, and its thread would only
+// compete with backward for the core). The same on every rank under a uniform launch; the modes
+// give bit-identical sums in any case.
+void build_allreducer(Run& run) {
+  if (run.plan.ranks == 1) return;
+  const TrainOptions& o = run.options;
+  model::Model& net = *run.model;
+  constexpr double kFirstBucketMb = 1.0;
+  const bool spare_core = run.plan.rank_cores > run.plan.threads;
+  const size_t buckets = mpi::plan_buckets(net.parameter_count(), o.bucket_mb, kFirstBucketMb).size();
+  const bool overlap = o.overlap == OverlapPolicy::kOn ||
+                       (o.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
+  run.allreducer = std::make_unique<mpi::GradientAllreducer>(
+      run.world, net.gradient_data(), net.parameter_count(), o.bucket_mb, kFirstBucketMb,
+      overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
+      /*main_thread_calls_mpi=*/run.bn_reducer != nullptr);
+  if (o.overlap == OverlapPolicy::kAuto && !overlap)
+    run.notes.push_back("note: no overlap: one gradient bucket, and " +
+                        std::to_string(run.plan.threads) + " thread(s) on " +
+                        std::to_string(run.plan.rank_cores) +
+                        " core(s) per rank leave none for a communication thread (--overlap on "
+                        "forces it)");
+  if (!run.allreducer->mode_note().empty())
+    run.notes.push_back("note: " + run.allreducer->mode_note());
+  run.notes.push_back(
+      "gradients: " + std::to_string(run.allreducer->buckets().size()) + " bucket(s) of <= " +
+      std::to_string(o.bucket_mb) + " MB, " +
+      (run.allreducer->mode() == mpi::OverlapMode::kOverlap ? "overlapped with backward"
+                                                             : "reduced after backward"));
+}
+
+}  // namespace
+
+double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {
+  const double per_256 = optimizer == optim::OptimizerKind::kLars ? 0.4 : 0.1;
+  return std::max(0.001, std::round(per_256 * global_batch / 256.0 * 1000.0) / 1000.0);
+}
+
+optim::ScheduleOptions schedule_options(const TrainOptions& o, int64_t steps_per_epoch,
+                                        double base_lr) {
+  optim::ScheduleOptions s;
+  s.kind = o.lr_schedule;
+  s.base_lr = base_lr;
+  s.end_lr = o.end_lr;
+  s.power = o.poly_power;
+  s.warmup_steps = std::llround(o.warmup_epochs * steps_per_epoch);
+  s.total_steps = int64_t{o.epochs} * steps_per_epoch;
+  const double decay_epochs = o.decay_epochs > 0 ? o.decay_epochs : o.epochs;
+  s.decay_steps = std::max<int64_t>(1, std::llround(decay_epochs * steps_per_epoch) - s.warmup_steps);
+  s.step_size = std::max<int64_t>(1, s.total_steps / 3);
+  return s;
+}
+
+std::unique_ptr<Run> setup_run(const TrainOptions& options, const mpi::Communicator& world) {
+  auto run = std::make_unique<Run>(options, world);
+  run->state.seed = options.seed;
+  bind_threads(*run);
+  open_data(*run);
+  build_model(*run);
+  if (options.eval_only) return run;
+  build_optimizer(*run);
+  build_allreducer(*run);
+  return run;
+}
+
+}  // namespace nostrum::train
