@@ -47,20 +47,16 @@ Enum parse_choice(const std::string& option, const std::string& value,
   return static_cast<Enum>(std::find(choices.begin(), choices.end(), value) - choices.begin());
 }
 
-}  // namespace
-
-const std::vector<std::string>& overlap_policy_names() {
-  static const std::vector<std::string> names = {"auto", "on", "off"};
-  return names;
-}
-
-bool parse_train_options(int argc, char** argv, TrainOptions& o) {
-  // Enum-valued options are read as text and parsed after notify (with the valid choices).
-  std::string optimizer = optim::to_string(o.optimizer);
-  std::string lr_schedule = optim::to_string(o.lr_schedule);
-  std::string overlap = overlap_policy_names()[static_cast<size_t>(o.overlap)];
+// Enum-valued options are read as text and parsed after notify (with the valid choices).
+struct EnumText {
+  std::string optimizer, lr_schedule, overlap;
   bool no_overlap = false;
+};
+
+// One options group each, one option per line (the table --help prints).
+po::options_description data_options(TrainOptions& o) {
   po::options_description data("Data");
+  // clang-format off
   data.add_options()
     ("data", po::value(&o.data_dir)->required(), "dataset directory made by nostrum-shards")
     ("loader-threads", po::value(&o.loader_threads)->default_value(o.loader_threads),
@@ -69,8 +65,13 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
      "random horizontal flip in training")
     ("pad-crop", po::value(&o.pad_crop)->default_value(o.pad_crop),
      "raw images: random crop after padding by this many pixels (0 = off)");
+  // clang-format on
+  return data;
+}
 
+po::options_description model_options(TrainOptions& o) {
   po::options_description model("Model");
+  // clang-format off
   model.add_options()
     ("model", po::value(&o.model)->default_value(o.model),
      "resnet8/14/20/32/44/56/110 (CIFAR-style) | resnet18/34/50/101/152 (torchvision v1.5)")
@@ -80,8 +81,13 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
+  // clang-format on
+  return model;
+}
 
+po::options_description optimisation_options(TrainOptions& o, EnumText& text) {
   po::options_description optim("Optimisation");
+  // clang-format off
   optim.add_options()
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "images per rank and step")
     ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epoch budget (run aborts after it)")
@@ -89,12 +95,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
      "stop after this many steps (0 = no limit; for throughput and scaling runs)")
     ("target-accuracy", po::value(&o.target_accuracy)->default_value(o.target_accuracy),
      "stop with success once top-1 evaluation accuracy reaches this fraction")
-    ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | lars")
+    ("optimizer", po::value(&text.optimizer)->default_value(text.optimizer), "sgd | lars")
     ("lr", po::value(&o.lr)->default_value(o.lr), "base learning rate (0 = recipe default)")
     ("end-lr", po::value(&o.end_lr)->default_value(o.end_lr), "learning rate at the end of decay")
     ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs),
      "linear warmup length in epochs")
-    ("lr-schedule", po::value(&lr_schedule)->default_value(lr_schedule),
+    ("lr-schedule", po::value(&text.lr_schedule)->default_value(text.lr_schedule),
      "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle | constant")
     ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
     ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
@@ -107,29 +113,44 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing),
      "label smoothing of the cross-entropy loss")
     ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient");
+  // clang-format on
+  return optim;
+}
 
+po::options_description evaluation_options(TrainOptions& o) {
   po::options_description eval("Evaluation");
+  // clang-format off
   eval.add_options()
     ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "evaluate every N epochs")
     ("eval-offset", po::value(&o.eval_offset)->default_value(o.eval_offset),
      "first evaluation after epoch eval-offset + eval-every")
     ("eval-only", po::bool_switch(&o.eval_only), "evaluate --init-weights and exit");
+  // clang-format on
+  return eval;
+}
 
+po::options_description parallelism_options(TrainOptions& o, EnumText& text) {
   po::options_description parallel("Parallelism");
+  // clang-format off
   parallel.add_options()
     ("threads", po::value(&o.threads)->default_value(o.threads),
      "OpenMP threads per rank (0 = the cores this rank may use)")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
-    ("overlap", po::value(&overlap)->default_value(overlap),
+    ("overlap", po::value(&text.overlap)->default_value(text.overlap),
      "allreduce gradient buckets on a communication thread during backward: on, off, or auto (on "
      "when the rank has a core beyond its OpenMP threads or the gradients fill more than one "
      "bucket; a single bucket is ready only when backward ends)")
-    ("no-overlap", po::bool_switch(&no_overlap), "the same as --overlap off")
+    ("no-overlap", po::bool_switch(&text.no_overlap), "the same as --overlap off")
     ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
     ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
      "ranks per sync-BN group (0 = all ranks)");
+  // clang-format on
+  return parallel;
+}
 
+po::options_description run_options(TrainOptions& o) {
   po::options_description run("Run and output");
+  // clang-format off
   run.add_options()
     ("help,h", "print this help")
     ("config", po::value(&o.config_file), "INI file with any of these options (command line wins)")
@@ -145,35 +166,21 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
      "MLPerf platform")
     ("submission-status", po::value(&o.submission_status)->default_value(o.submission_status),
      "MLPerf status: onprem | cloud | preview | research");
+  // clang-format on
+  return run;
+}
 
-  po::options_description all("nostrum-train: data-parallel training to a target accuracy\n"
-                              "usage: [mpirun -n P] nostrum-train --data DIR [options]");
-  all.add(data).add(model).add(optim).add(eval).add(parallel).add(run);
-
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
-    if (vm.count("help")) {
-      std::cout << all << "\n";
-      return false;
-    }
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream file(path);
-      if (!file) throw OptionError("cannot open config file", path, "check --config");
-      po::store(po::parse_config_file(file, all, /*allow_unregistered=*/false), vm);
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw OptionError(e.what(), "command line or config", "run nostrum-train --help");
-  }
-
+// The enum options from their text, and every rule on the values (OptionError naming the option).
+void validate(TrainOptions& o, const EnumText& text) {
   require_choice("model", o.model, model::model_names());
-  o.optimizer = parse_choice<optim::OptimizerKind>("optimizer", optimizer, optim::optimizer_names());
-  o.overlap = parse_choice<OverlapPolicy>("overlap", overlap, overlap_policy_names());
-  if (no_overlap) o.overlap = OverlapPolicy::kOff;
-  o.lr_schedule = parse_choice<optim::ScheduleKind>("lr-schedule", lr_schedule, optim::schedule_names());
-  require_choice("submission-status", o.submission_status, {"onprem", "cloud", "preview", "research"});
+  o.optimizer =
+      parse_choice<optim::OptimizerKind>("optimizer", text.optimizer, optim::optimizer_names());
+  o.overlap = parse_choice<OverlapPolicy>("overlap", text.overlap, overlap_policy_names());
+  if (text.no_overlap) o.overlap = OverlapPolicy::kOff;
+  o.lr_schedule =
+      parse_choice<optim::ScheduleKind>("lr-schedule", text.lr_schedule, optim::schedule_names());
+  require_choice("submission-status", o.submission_status,
+                 {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");
   require(o.epochs > 0, "epochs", o.epochs, "must be positive");
   require(o.max_steps >= 0, "max-steps", o.max_steps, "must be >= 0");
@@ -197,6 +204,42 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
   require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",
           "--eval-only needs --init-weights");
+}
+
+}  // namespace
+
+const std::vector<std::string>& overlap_policy_names() {
+  static const std::vector<std::string> names = {"auto", "on", "off"};
+  return names;
+}
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  EnumText text{optim::to_string(o.optimizer), optim::to_string(o.lr_schedule),
+                overlap_policy_names()[static_cast<size_t>(o.overlap)]};
+  po::options_description all(
+      "nostrum-train: data-parallel training to a target accuracy\n"
+      "usage: [mpirun -n P] nostrum-train --data DIR [options]");
+  all.add(data_options(o)).add(model_options(o)).add(optimisation_options(o, text));
+  all.add(evaluation_options(o)).add(parallelism_options(o, text)).add(run_options(o));
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    if (vm.count("help")) {
+      std::cout << all << "\n";
+      return false;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream file(path);
+      if (!file) throw OptionError("cannot open config file", path, "check --config");
+      po::store(po::parse_config_file(file, all, /*allow_unregistered=*/false), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw OptionError(e.what(), "command line or config", "run nostrum-train --help");
+  }
+
+  validate(o, text);
   return true;
 }
 
