@@ -61,11 +61,25 @@ RankBinding local_binding(int rank) {
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) b.host = host;
   if (b.host.empty()) b.host = "?";
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) b.cores.push_back(c);
+  // Under OMP_PROC_BIND libgomp pins the initial thread to the first place before main, so its
+  // mask shows one place; the rank's cores are then the union of its OpenMP places (made from the
+  // process's original mask).
+  const int places = omp_get_proc_bind() != omp_proc_bind_false ? omp_get_num_places() : 0;
+  if (places > 0) {
+    for (int p = 0; p < places; ++p) {
+      std::vector<int> ids(omp_get_place_num_procs(p));
+      omp_get_place_proc_ids(p, ids.data());
+      b.cores.insert(b.cores.end(), ids.begin(), ids.end());
+    }
+    std::sort(b.cores.begin(), b.cores.end());
+    b.cores.erase(std::unique(b.cores.begin(), b.cores.end()), b.cores.end());
+  } else {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) b.cores.push_back(c);
+  }
   b.omp_threads = omp_get_max_threads();
   b.host_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   return b;

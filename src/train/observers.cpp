@@ -162,7 +162,7 @@ void MlperfObserver::on_setup_done(const Run& run) {
   log_.event(NOSTRUM_HERE, keys::kGlobalBatchSize, run.plan.global_batch);
   log_.event(NOSTRUM_HERE, keys::kGradientAccumulationSteps, 1);
   log_.event(NOSTRUM_HERE, keys::kSeed, static_cast<int64_t>(o.seed));
-  log_.event(NOSTRUM_HERE, keys::kTrainSamples, run.plan.steps_per_epoch * run.plan.global_batch);
+  log_.event(NOSTRUM_HERE, keys::kTrainSamples, run.plan.train_samples);
   log_.event(NOSTRUM_HERE, keys::kEvalSamples, run.plan.eval_samples);
   log::log_hyperparameters(log_, NOSTRUM_HERE, hyperparameters(run));
   log_.end(NOSTRUM_HERE, keys::kInitStop);

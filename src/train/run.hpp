@@ -67,6 +67,7 @@ struct RunPlan {
   int height = 0, width = 0, channels = 0, num_classes = 0;
   int64_t global_batch = 0;
   int64_t steps_per_epoch = 0;
+  int64_t train_samples = 0;  // the training split's size (MLPerf's train_samples)
   int64_t eval_samples = 0;
   double base_lr = 0.0;
   float grad_scale = 1.0f;  // 1 / global batch: the loss gradient's scale, so allreduce is a sum

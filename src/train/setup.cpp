@@ -74,6 +74,7 @@ void open_data(Run& run) {
   if (o.eval_only) return;
   run.train_loader = std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, true));
   run.plan.steps_per_epoch = run.train_loader->batches_per_epoch();
+  run.plan.train_samples = run.train_loader->split_samples();
   NOSTRUM_CHECK(run.plan.steps_per_epoch > 0, OptionError,
                 "global batch " + std::to_string(run.plan.global_batch) +
                     " is larger than the training split (" +

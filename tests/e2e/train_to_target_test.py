@@ -66,6 +66,9 @@ def main():
     check(not missing, f"every required key is present (missing: {missing})")
     stop = [e for e in events if e["key"] == "run_stop"][0]
     check(stop["metadata"].get("status") == "success", "run_stop has status success")
+    samples = {e["key"]: e["value"] for e in events if e["key"] in ("train_samples", "eval_samples")}
+    check(samples == {"train_samples": 4000, "eval_samples": 1000},
+          f"train_samples and eval_samples are the splits' sizes ({samples})")
     accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     check(all(0 <= a < 1 for a in accuracies), "eval_accuracy values are fractions")
 
