@@ -24,7 +24,7 @@ def main():
     shards = data()
     study = os.path.join(work, "strong")
     cmd = [TOOL, "--job", JOB, "--data", shards, "--nodes", "1,2,4", "--mode", "strong", "--batch-size", "32",
-           "--epochs", "1", "--study", study, "--timeout", "150", "--network",
+           "--epochs", "1", "--study", study, "--timeout", "150", "--trace", "--network",
            os.path.join(ROOT, "tools", "scaling", "profiles", "local-cluster.json"), "--", "--target-accuracy", "0.3"]
     proc = subprocess.run(cmd, env=env(), cwd=work, capture_output=True, text=True)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
