@@ -27,14 +27,6 @@ def main():
     check(os.path.exists(marker), "the ranks started and wait for the signal")
     time.sleep(1)
     subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True)
-    # Slurm holds a requeued job for about two minutes (its BeginTime): release it at once
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-        if "Restarts=1" in info and "JobState=PENDING" in info:
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-            break
-        time.sleep(0.5)
     wait([job], 90)
     state, code = slurm_exit(job)
     log = read(os.path.join(work, f"preempt-{job}.out"))
