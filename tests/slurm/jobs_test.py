@@ -18,8 +18,9 @@ def check_run_dir(run_dir, ranks, expected_placement, threads):
     job = read_json(os.path.join(run_dir, "job.json"))
     check(job["status"] == "completed" and job["exit_code"] == 0, f"{run_dir}: job.json completed, exit 0")
     result = read_json(os.path.join(run_dir, "result.json"))
-    check(result["status"] == "success" and result["ranks"] == ranks,
-          f"{run_dir}: result.json success on {ranks} ranks ({result['status']}, {result['ranks']})")
+    check(result["status"] == "success" and result["ranks"] == ranks and result["threads_per_rank"] == threads,
+          f"{run_dir}: result.json success on {ranks} ranks x {threads} threads ({result['status']}, "
+          f"{result['ranks']} x {result['threads_per_rank']})")
     checker = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "mlperf", "check_log.py"),
                               "--accuracy-target", "0.3", os.path.join(run_dir, "mllog.txt")],
                              capture_output=True, text=True)
