@@ -88,7 +88,7 @@ std::string result_json(const RunResult& r) {
       {"weights_checksum", hex(r.weights_checksum)},
       {"buffers_checksum", hex(r.buffers_checksum)},
   };
-  return j.dump();
+  return j.dump(2);  // indented: the file is read by people too
 }
 
 RunResult parse_result_json(const std::string& text) {

@@ -33,7 +33,7 @@ struct RunResult {
 RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_checksum,
                       uint64_t buffers_checksum);
 
-// One JSON object (the --result-json file's content, without a trailing newline).
+// One JSON object, indented by 2 (the --result-json file's content, without a trailing newline).
 std::string result_json(const RunResult& result);
 // Reads result_json's output back; throws DataError naming the missing or mistyped field.
 RunResult parse_result_json(const std::string& text);

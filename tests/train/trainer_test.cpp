@@ -224,13 +224,13 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.time.evaluation == r.time.evaluation);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
-  CHECK(text.find("\"epochs\":4,") != std::string::npos);  // integers stay integers
-  CHECK(text.find("\"evaluation\":10.0") != std::string::npos);  // doubles stay doubles
+  CHECK(text.find("\"epochs\": 4,") != std::string::npos);  // integers stay integers
+  CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
 
   r.final_accuracy = std::numeric_limits<double>::quiet_NaN();
   const std::string with_nan = train::result_json(r);
   CHECK(with_nan.find("NaN") == std::string::npos);
-  CHECK(with_nan.find("\"final_accuracy\":null") != std::string::npos);
+  CHECK(with_nan.find("\"final_accuracy\": null") != std::string::npos);
   CHECK_THROWS_AS(train::parse_result_json("{\"status\": \"success\"}"), nostrum::DataError);
   CHECK_THROWS_AS(train::parse_result_json("not json"), nostrum::DataError);
 }
