@@ -79,7 +79,7 @@ def main():
 
     state, code = slurm_exit(d)
     log_d = read(os.path.join(work, f"d-{d}.out"))
-    check(state == "FAILED" and code == 4 and "MPI world size check failed" in log_d,
+    check(state == "FAILED" and code == 20 and "MPI world size check failed" in log_d,
           f"a launcher that does not match the MPI is refused (exit {code}, {state})")
 
     set_dir = os.path.join(runs, f"mlperf-set-{array}")
