@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Stall watchdog and rank failures under mpiexec -n 2 with nostrum-stall-drill.
+
+usage: stall_test.py CASE DRILL MPIEXEC
+  stop_rank1     SIGSTOP rank 1: the job ends within the stall timeout (+ slack), rank 1 named
+  stop_rank0     SIGSTOP rank 0: rank 1 sees rank 0 silent and ends the job, rank 0 named
+  hang_rank1     rank 1's main thread hangs (stuck in I/O; its heartbeats go on): rank 1 named
+  kill_rank1     kill -9 of rank 1: the job ends non-zero within 60 s
+  no_false_alarm steps slower than the heartbeat but faster than the timeout: the job completes
+Exits non-zero with the reason when an expectation fails.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+TIMEOUT_S = 8.0  # --stall-timeout of the drill
+SLACK_S = 20.0   # detection (1 heartbeat), MPI_Abort and mpirun's teardown on a loaded machine
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def run(case, drill, mpiexec):
+    args = [mpiexec, "-n", "2", "--oversubscribe", drill, "--stall-timeout", str(TIMEOUT_S)]
+    if case == "hang_rank1":
+        args += ["--steps", "100000", "--hang-rank", "1", "--hang-at-step", "5"]
+    elif case == "no_false_alarm":
+        # Each step computes 1.5 s on rank 0 only... both ranks compute, 1.5 s > 1 s heartbeat.
+        args += ["--steps", "6", "--compute-ms", "1500"]
+    else:
+        args += ["--steps", "100000"]
+    start = time.monotonic()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids, out_lines, err_lines = {}, [], []
+    signalled_at = [None]
+    state = {"step": -1}
+
+    def read_err():
+        for line in proc.stderr:
+            err_lines.append(line)
+
+    threading.Thread(target=read_err, daemon=True).start()
+    for line in proc.stdout:
+        out_lines.append(line)
+        m = re.match(r"rank (\d+) pid (\d+)", line)
+        if m:
+            pids[int(m.group(1))] = int(m.group(2))
+        m = re.match(r"step (\d+)", line)
+        if m:
+            state["step"] = int(m.group(1))
+            if state["step"] == 5 and signalled_at[0] is None and case in (
+                    "stop_rank1", "stop_rank0", "kill_rank1"):
+                target = 0 if case == "stop_rank0" else 1
+                sig = signal.SIGKILL if case == "kill_rank1" else signal.SIGSTOP
+                os.kill(pids[target], sig)
+                signalled_at[0] = time.monotonic()
+                print(f"sent {sig.name} to rank {target} (pid {pids[target]}) after step 5")
+            if case == "hang_rank1" and state["step"] == 5:
+                signalled_at[0] = time.monotonic()
+        if time.monotonic() - start > 150:
+            break
+    try:
+        rc = proc.wait(timeout=max(1.0, 160 - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        for pid in pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        fail("the job was still running after 160 s: it hangs")
+    ended = time.monotonic()
+    stderr = "".join(err_lines)
+    print(stderr[-3000:])
+    return rc, ended, signalled_at[0], stderr, "".join(out_lines)
+
+
+def main():
+    case, drill, mpiexec = sys.argv[1], sys.argv[2], sys.argv[3]
+    rc, ended, signalled, stderr, stdout = run(case, drill, mpiexec)
+    if case == "no_false_alarm":
+        if rc != 0 or "stall watchdog" in stderr or "steps/s" not in stdout:
+            fail(f"a healthy run with 1.5 s steps ended with status {rc}")
+        print("PASS: 1.5 s steps under an 8 s stall timeout: no alarm, status 0")
+        return
+    if signalled is None:
+        fail("the drill never reached step 5")
+    took = ended - signalled
+    print(f"job ended {took:.1f} s after the stall/kill with status {rc}")
+    if rc == 0:
+        fail("the job ended with status 0")
+    if case == "kill_rank1":
+        if took > 60:
+            fail(f"took {took:.1f} s (> 60 s)")
+        print("PASS")
+        return
+    if rc != 4:
+        fail(f"status {rc}, expected the watchdog's 4")
+    if took > TIMEOUT_S + SLACK_S or took < TIMEOUT_S - 2:
+        fail(f"took {took:.1f} s: not within the {TIMEOUT_S} s stall timeout (+{SLACK_S} s slack)")
+    named = 0 if case == "stop_rank0" else 1
+    if not re.search(rf"rank {named} did not arrive: last seen at step \d+", stderr):
+        fail(f"the message does not name rank {named} with its last step")
+    other = 1 - named
+    if re.search(rf"rank {other} did not arrive", stderr):
+        fail(f"the message names the healthy rank {other}")
+    if case == "hang_rank1" and "stuck in I/O" not in stderr:
+        fail("a hung (not stopped) rank is not described as not in the collective")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
