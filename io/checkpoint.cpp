@@ -221,6 +221,8 @@ void write_state(hid_t file, const CheckpointState& s) {
     write_array(g.get(), "state", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s.optimizer_state.size()},
                 s.optimizer_state.data());
   }
+  write_array(file, "rank_buffers", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s.rank_buffers.size()},
+              s.rank_buffers.data());
 }
 
 CheckpointState read_state(hid_t file, const std::string& path) {
@@ -306,6 +308,7 @@ CheckpointState read_state(hid_t file, const std::string& path) {
     s.optimizer_steps = read_int_attribute(g.get(), "steps_taken", path);
     read_array(g.get(), "state", H5T_NATIVE_FLOAT, s.optimizer_state, path);
   }
+  read_array(file, "rank_buffers", H5T_NATIVE_FLOAT, s.rank_buffers, path);
   const std::string stored = read_string_attribute(file, "checksum", path);
   const std::string computed = hex(checkpoint_checksum(s));
   NOSTRUM_CHECK(
@@ -422,6 +425,8 @@ uint64_t checkpoint_checksum(const CheckpointState& s) {
   h.integer(s.optimizer_steps);
   h.integer(static_cast<int64_t>(s.optimizer_state.size()));
   h.bytes(s.optimizer_state.data(), s.optimizer_state.size() * sizeof(float));
+  h.integer(static_cast<int64_t>(s.rank_buffers.size()));
+  h.bytes(s.rank_buffers.data(), s.rank_buffers.size() * sizeof(float));
   return h.value();
 }
 

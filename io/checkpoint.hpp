@@ -66,6 +66,10 @@ struct CheckpointState {
   std::string optimizer_name;          // "sgd" | "lars"
   int64_t optimizer_steps = 0;         // the optimizer's own steps_taken
   std::vector<float> optimizer_state;  // the optimizer's state arena (momentum), table order
+  // Every rank's BN running statistics (ranks x buffer floats, rank-major): between evaluations
+  // they differ by rank, and a same-rank-count resume restores each rank's own (bit-identical).
+  // /model holds rank 0's. May be empty.
+  std::vector<float> rank_buffers;
 };
 
 // Copies every entry of table (values, not gradients) into named tensors, and back. restore checks

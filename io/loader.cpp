@@ -94,12 +94,14 @@ void Loader::stop_epoch(std::unique_lock<std::mutex>& lock) {
   batch_ready_.wait(lock, [this] { return busy_ == 0; });
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   std::unique_lock<std::mutex> lock(mutex_);
   stop_epoch(lock);
   sampler_.set_epoch(epoch);  // no thread is busy: safe
   epoch_ = epoch;
-  next_batch_ = next_sample_ = released_ = next_out_ = 0;
+  next_sample_ = 0;
+  next_batch_ = released_ = next_out_ =
+      std::max<int64_t>(0, std::min(first_batch, sampler_.batches_per_epoch()));
   holding_ = false;
   for (Slot& slot : slots_) {
     slot.batch = -1;

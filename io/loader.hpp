@@ -61,8 +61,9 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Starts filling the epoch's batches (drops what is left of a previous epoch).
-  void start_epoch(int64_t epoch);
+  // Starts filling the epoch's batches (drops what is left of a previous epoch), from batch
+  // first_batch on (a resumed run: the batches before it were trained before the checkpoint).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // Blocks until the next batch is ready and hands it out (the previously handed-out buffer goes
   // back to the threads). Returns false after the epoch's last batch. Re-throws, in this thread,
   // the first error of a loader thread (its message names the shard file and the sample).

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::log {
@@ -96,6 +98,36 @@ MlLogger::MlLogger(bool is_rank0, const std::string& path, bool to_stdout)
   NOSTRUM_CHECK(file_ != nullptr, IoError,
                 std::string("cannot open the MLPerf log for writing: ") + std::strerror(errno),
                 path, "check that the directory exists and is writable (--mllog)");
+}
+
+MlLogger::MlLogger(bool is_rank0, const std::string& path, bool to_stdout, int64_t keep_bytes)
+    : to_stdout_(is_rank0 && to_stdout), path_(path) {
+  if (!is_rank0 || path.empty()) return;
+  file_ = std::fopen(path.c_str(), "r+");
+  NOSTRUM_CHECK(
+      file_ != nullptr, IoError,
+      std::string("cannot reopen the MLPerf log of the checkpointed run: ") + std::strerror(errno),
+      path, "a resumed run appends to the log it started (--mllog)");
+  std::fseek(file_, 0, SEEK_END);
+  const long size = std::ftell(file_);
+  if (size < keep_bytes) {
+    std::fclose(file_);
+    file_ = nullptr;
+    throw IoError("the MLPerf log is shorter (" + std::to_string(size) +
+                      " bytes) than when the checkpoint was written (" +
+                      std::to_string(keep_bytes) + ")",
+                  path, "was it replaced? a resumed run appends to the log it started");
+  }
+  NOSTRUM_CHECK(::ftruncate(::fileno(file_), static_cast<off_t>(keep_bytes)) == 0, IoError,
+                std::string("cannot truncate the MLPerf log: ") + std::strerror(errno), path);
+  std::fseek(file_, 0, SEEK_END);
+}
+
+int64_t MlLogger::file_bytes() {
+  if (!file_) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::fflush(file_);
+  return static_cast<int64_t>(std::ftell(file_));
 }
 
 MlLogger::~MlLogger() {

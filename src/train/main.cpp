@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "checkpointing.hpp"
 #include "mpi/communicator.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
@@ -26,14 +27,20 @@ int main(int argc, char** argv) {
         if (!(file << json << "\n"))
           throw nostrum::IoError("cannot write the result", options.result_json);
       }
-      if (result.status != "evaluated")
+      if (result.status != "evaluated" && result.status != "checkpointed")
         std::cout << "time-to-solution: " << result.time_to_solution << " s, status "
                   << result.status << ", " << result.epochs << " epoch(s), top-1 accuracy "
                   << result.final_accuracy << ", " << result.images_per_second
                   << " images/s, " << result.ranks << " rank(s) x " << result.threads
                   << " thread(s)" << std::endl;
     }
-    return result.status == "aborted" ? 2 : 0;
+    if (result.status == "checkpointed") return nostrum::train::kExitCheckpointed;
+    return result.status == "aborted" ? nostrum::train::kExitTargetMissed
+                                      : nostrum::train::kExitSuccess;
+  } catch (const nostrum::train::NonFiniteError& e) {
+    // Every rank agreed on it at the same step: rank 0 speaks for all, no abort needed.
+    if (world.rank() == 0) std::cerr << "nostrum-train: error: " << e.what() << std::endl;
+    return nostrum::train::kExitNonFinite;
   } catch (const nostrum::Error& e) {
     // Option and data errors are the same on every rank: rank 0 speaks for all. Anything that can
     // differ between ranks (MPI, a rank's shard) is printed by the rank that saw it.

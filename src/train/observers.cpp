@@ -144,63 +144,76 @@ void ProgressPrinter::on_eval(const Run& run, const EvalPoint& eval) {
 
 // ---- MlperfObserver -------------------------------------------------------------------------------
 
-MlperfObserver::MlperfObserver(const TrainOptions& options, bool rank0)
-    : log_(rank0, options.mllog, /*to_stdout=*/false) {
-  log_.event(NOSTRUM_HERE, keys::kCacheClear, true);
-  log_.start(NOSTRUM_HERE, keys::kInitStart);
+MlperfObserver::MlperfObserver(const TrainOptions& options, bool rank0, bool defer_open)
+    : options_(options), rank0_(rank0), log_(std::make_unique<log::MlLogger>()) {
+  if (!defer_open) start_log();
+}
+
+void MlperfObserver::start_log() {
+  log_ = std::make_unique<log::MlLogger>(rank0_, options_.mllog, /*to_stdout=*/false);
+  log_->event(NOSTRUM_HERE, keys::kCacheClear, true);
+  log_->start(NOSTRUM_HERE, keys::kInitStart);
+}
+
+void MlperfObserver::continue_log(int64_t keep_bytes) {
+  log_ = std::make_unique<log::MlLogger>(rank0_, options_.mllog, /*to_stdout=*/false, keep_bytes);
+  resumed_ = true;
 }
 
 void MlperfObserver::on_setup_done(const Run& run) {
-  if (run.options.eval_only) return;
+  if (run.options.eval_only || resumed_) return;
   const TrainOptions& o = run.options;
   const bool closed = closed_division_violations(run).empty();
-  log_.event(NOSTRUM_HERE, keys::kSubmissionBenchmark, keys::kResnet);
-  log_.event(NOSTRUM_HERE, keys::kSubmissionDivision, closed ? "closed" : "open");
-  log_.event(NOSTRUM_HERE, keys::kSubmissionOrg, o.submission_org);
-  log_.event(NOSTRUM_HERE, keys::kSubmissionPlatform, o.submission_platform);
-  log_.event(NOSTRUM_HERE, keys::kSubmissionStatus, o.submission_status);
-  log_.event(NOSTRUM_HERE, keys::kGlobalBatchSize, run.plan.global_batch);
-  log_.event(NOSTRUM_HERE, keys::kGradientAccumulationSteps, 1);
-  log_.event(NOSTRUM_HERE, keys::kSeed, static_cast<int64_t>(o.seed));
-  log_.event(NOSTRUM_HERE, keys::kTrainSamples, run.plan.train_samples);
-  log_.event(NOSTRUM_HERE, keys::kEvalSamples, run.plan.eval_samples);
-  log::log_hyperparameters(log_, NOSTRUM_HERE, hyperparameters(run));
-  log_.end(NOSTRUM_HERE, keys::kInitStop);
+  log_->event(NOSTRUM_HERE, keys::kSubmissionBenchmark, keys::kResnet);
+  log_->event(NOSTRUM_HERE, keys::kSubmissionDivision, closed ? "closed" : "open");
+  log_->event(NOSTRUM_HERE, keys::kSubmissionOrg, o.submission_org);
+  log_->event(NOSTRUM_HERE, keys::kSubmissionPlatform, o.submission_platform);
+  log_->event(NOSTRUM_HERE, keys::kSubmissionStatus, o.submission_status);
+  log_->event(NOSTRUM_HERE, keys::kGlobalBatchSize, run.plan.global_batch);
+  log_->event(NOSTRUM_HERE, keys::kGradientAccumulationSteps, 1);
+  log_->event(NOSTRUM_HERE, keys::kSeed, static_cast<int64_t>(o.seed));
+  log_->event(NOSTRUM_HERE, keys::kTrainSamples, run.plan.train_samples);
+  log_->event(NOSTRUM_HERE, keys::kEvalSamples, run.plan.eval_samples);
+  log::log_hyperparameters(*log_, NOSTRUM_HERE, hyperparameters(run));
+  log_->end(NOSTRUM_HERE, keys::kInitStop);
 }
 
-void MlperfObserver::on_run_start(const Run&) { log_.start(NOSTRUM_HERE, keys::kRunStart); }
+void MlperfObserver::on_run_start(const Run&) {
+  if (!resumed_) log_->start(NOSTRUM_HERE, keys::kRunStart);
+}
 
 void MlperfObserver::on_epoch_start(const Run& run) {
+  if (run.state.step_in_epoch > 0) return;  // resumed mid-epoch: its start is in the log
   const TrainOptions& o = run.options;
   const int epoch = run.state.epoch;
   if (block_first_epoch(o, epoch) == epoch) {
     int last = epoch;
     while (!eval_due(o, last)) ++last;
-    log_.start(NOSTRUM_HERE, keys::kBlockStart, {},
-               {{keys::kFirstEpochNum, epoch}, {keys::kEpochCount, last - epoch + 1}});
+    log_->start(NOSTRUM_HERE, keys::kBlockStart, {},
+                {{keys::kFirstEpochNum, epoch}, {keys::kEpochCount, last - epoch + 1}});
   }
-  log_.start(NOSTRUM_HERE, keys::kEpochStart, {}, {{keys::kEpochNum, epoch}});
+  log_->start(NOSTRUM_HERE, keys::kEpochStart, {}, {{keys::kEpochNum, epoch}});
 }
 
 void MlperfObserver::on_epoch_end(const Run&, const EpochSummary& e) {
-  log_.end(NOSTRUM_HERE, keys::kEpochStop, {}, {{keys::kEpochNum, e.epoch}});
+  log_->end(NOSTRUM_HERE, keys::kEpochStop, {}, {{keys::kEpochNum, e.epoch}});
 }
 
 void MlperfObserver::on_eval_start(const Run& run) {
-  log_.start(NOSTRUM_HERE, keys::kEvalStart, {}, {{keys::kEpochNum, run.state.epoch}});
+  log_->start(NOSTRUM_HERE, keys::kEvalStart, {}, {{keys::kEpochNum, run.state.epoch}});
 }
 
 void MlperfObserver::on_eval(const Run& run, const EvalPoint& eval) {
   if (run.options.eval_only) return;
-  log_.end(NOSTRUM_HERE, keys::kEvalStop, {}, {{keys::kEpochNum, eval.epoch}});
-  log_.event(NOSTRUM_HERE, keys::kEvalAccuracy, eval.accuracy, {{keys::kEpochNum, eval.epoch}});
-  log_.end(NOSTRUM_HERE, keys::kBlockStop, {},
-           {{keys::kFirstEpochNum, block_first_epoch(run.options, eval.epoch)}});
+  log_->end(NOSTRUM_HERE, keys::kEvalStop, {}, {{keys::kEpochNum, eval.epoch}});
+  log_->event(NOSTRUM_HERE, keys::kEvalAccuracy, eval.accuracy, {{keys::kEpochNum, eval.epoch}});
+  log_->end(NOSTRUM_HERE, keys::kBlockStop, {},
+            {{keys::kFirstEpochNum, block_first_epoch(run.options, eval.epoch)}});
 }
 
 void MlperfObserver::on_run_end(const Run& run) {
   if (run.options.eval_only) return;
-  log_.end(NOSTRUM_HERE, keys::kRunStop, {}, {{keys::kStatus, to_string(run.state.status)}});
+  log_->end(NOSTRUM_HERE, keys::kRunStop, {}, {{keys::kStatus, to_string(run.state.status)}});
 }
 
 // ---- TraceRecorder --------------------------------------------------------------------------------

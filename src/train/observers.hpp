@@ -74,8 +74,14 @@ class ProgressPrinter final : public RunObserver {
 // and evaluation intervals, eval_accuracy, and run_stop with the status.
 class MlperfObserver final : public RunObserver {
  public:
-  // Throws IoError naming --mllog's path when it cannot be opened.
-  MlperfObserver(const TrainOptions& options, bool rank0);
+  // Throws IoError naming --mllog's path when it cannot be opened. defer_open (a run that may
+  // resume): nothing is written until start_log() (a fresh run after all) or continue_log().
+  MlperfObserver(const TrainOptions& options, bool rank0, bool defer_open = false);
+  void start_log();  // opens the log and writes cache_clear and init_start
+  // A resumed run: keeps the log's first keep_bytes (what the checkpointed run had written) and
+  // appends; set-up and run_start are not logged again, nor epoch_start of a resumed epoch.
+  void continue_log(int64_t keep_bytes);
+  int64_t log_bytes() { return log_->file_bytes(); }  // for the checkpoint
   void on_setup_done(const Run& run) override;
   void on_run_start(const Run& run) override;
   void on_epoch_start(const Run& run) override;
@@ -85,7 +91,10 @@ class MlperfObserver final : public RunObserver {
   void on_run_end(const Run& run) override;
 
  private:
-  log::MlLogger log_;
+  const TrainOptions& options_;
+  bool rank0_;
+  bool resumed_ = false;
+  std::unique_ptr<log::MlLogger> log_;
 };
 
 // --trace: each rank's Chrome trace (per-layer spans through the model's LayerObserver, data and

@@ -13,6 +13,8 @@ const char* to_string(RunStatus status) {
       return "aborted";
     case RunStatus::kEvaluated:
       return "evaluated";
+    case RunStatus::kCheckpointed:
+      return "checkpointed";
   }
   return "running";
 }

@@ -15,6 +15,7 @@
 #include "mpi/communicator.hpp"
 #include "mpi/gradient_allreducer.hpp"
 #include "mpi/mpi_reducer.hpp"
+#include "mpi/stall_watchdog.hpp"
 #include "nostrum/model/model.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
@@ -23,10 +24,11 @@
 namespace nostrum::train {
 
 enum class RunStatus {
-  kRunning,    // the run has not ended
-  kSuccess,    // an evaluation reached the target accuracy
-  kAborted,    // the epoch (or --max-steps) budget ran out first
-  kEvaluated,  // --eval-only: one evaluation, no training
+  kRunning,       // the run has not ended
+  kSuccess,       // an evaluation reached the target accuracy
+  kAborted,       // the epoch (or --max-steps) budget ran out first
+  kEvaluated,     // --eval-only: one evaluation, no training
+  kCheckpointed,  // stopped by SIGTERM/SIGUSR1 after writing a checkpoint: resume it
 };
 const char* to_string(RunStatus status);  // "running", "success", "aborted", "evaluated"
 
@@ -92,6 +94,10 @@ struct Run {
   std::unique_ptr<optim::LrSchedule> schedule;  // null with --eval-only
   std::unique_ptr<mpi::GradientAllreducer> allreducer;  // null for 1 rank
   std::vector<std::string> notes;  // what set-up decided, in words, for the progress output
+  // Failures and preemption (checkpointing.hpp): the stall watchdog (null: off), and rank 0's
+  // monotonic time at which a timed checkpoint (--checkpoint-every Nm) is due (0: none).
+  std::unique_ptr<mpi::StallWatchdog> watchdog;
+  double timed_checkpoint_due_s = 0.0;
 
   bool rank0() const { return world.rank() == 0; }
 };

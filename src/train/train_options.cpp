@@ -4,8 +4,10 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "nostrum/core/error.hpp"
@@ -159,6 +161,19 @@ po::options_description run_options(TrainOptions& o) {
     ("result-json", po::value(&o.result_json), "write the result summary to this JSON file")
     ("trace", po::value(&o.trace), "write a Chrome trace per rank (FILE.json -> FILE.rankN.json)")
     ("quiet", po::bool_switch(&o.quiet), "no progress output")
+    ("checkpoint-dir", po::value(&o.checkpoint_dir),
+     "write checkpoints to this directory (checked writable at start-up)")
+    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
+     "checkpoint every N epochs, or every N minutes with an m suffix (30m)")
+    ("keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
+     "keep the newest N checkpoints (0 = all)")
+    ("resume", po::bool_switch(&o.resume),
+     "continue from the newest valid checkpoint in --checkpoint-dir (start afresh if none)")
+    ("resume-from", po::value(&o.resume_from), "continue from this checkpoint file")
+    ("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout),
+     "abort the job when a rank stalls this many seconds in a collective (0 = off)")
+    ("debug-inject-nan-at-step", po::value(&o.debug_inject_nan_at_step)->default_value(-1),
+     "debug: make rank 0's input NaN at this step (tests the non-finite stop)")
     ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds),
      "progress line interval inside an epoch")
     ("submission-org", po::value(&o.submission_org)->default_value(o.submission_org), "MLPerf org")
@@ -202,6 +217,23 @@ void validate(TrainOptions& o, const EnumText& text) {
   require(o.width >= 0, "width", o.width, "must be >= 0");
   require(o.pad_crop >= 0, "pad-crop", o.pad_crop, "must be >= 0");
   require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
+  {
+    const std::string& every = o.checkpoint_every;
+    char* end = nullptr;
+    const double n = std::strtod(every.c_str(), &end);
+    const std::string suffix = end ? std::string(end) : std::string();
+    require(!every.empty() && n > 0 && (suffix.empty() || suffix == "m") &&
+                (suffix == "m" || n == static_cast<int>(n)),
+            "checkpoint-every", every, "N epochs (a positive integer) or N minutes (e.g. 30m)");
+    o.checkpoint_every_epochs = suffix.empty() ? static_cast<int>(n) : 0;
+    o.checkpoint_every_minutes = suffix == "m" ? n : 0.0;
+  }
+  require(o.keep_checkpoints >= 0, "keep-checkpoints", o.keep_checkpoints, "must be >= 0");
+  require(o.stall_timeout >= 0, "stall-timeout", o.stall_timeout, "seconds, >= 0 (0 = off)");
+  require(!o.resume || !o.checkpoint_dir.empty(), "resume", "true",
+          "--resume needs --checkpoint-dir (where to look)");
+  require(!(o.resume && !o.resume_from.empty()), "resume-from", o.resume_from,
+          "give --resume or --resume-from, not both");
   require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",
           "--eval-only needs --init-weights");
 }
@@ -233,7 +265,13 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       std::ifstream file(path);
       if (!file) throw OptionError("cannot open config file", path, "check --config");
       po::store(po::parse_config_file(file, all, /*allow_unregistered=*/false), vm);
+      std::ifstream again(path);
+      o.options_text += "config " + path + ":\n" +
+                        std::string(std::istreambuf_iterator<char>(again), {}) + "\n";
     }
+    std::string line = "command line:";
+    for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+    o.options_text = line + "\n" + o.options_text;
     po::notify(vm);
   } catch (const po::error& e) {
     throw OptionError(e.what(), "command line or config", "run nostrum-train --help");

@@ -67,6 +67,17 @@ struct TrainOptions {
   std::string submission_platform = "cpu";
   std::string submission_status = "onprem";
   std::string config_file;
+  // checkpoints, preemption, failures (src/train/checkpointing.hpp)
+  std::string checkpoint_dir;             // where checkpoints go; empty: none
+  std::string checkpoint_every = "1";     // "N" epochs, or "Nm" minutes (e.g. "30m")
+  int checkpoint_every_epochs = 1;        // parsed from checkpoint_every (0 when minutes)
+  double checkpoint_every_minutes = 0;    // parsed from checkpoint_every (0 when epochs)
+  int keep_checkpoints = 3;               // newest N kept; 0 = all
+  bool resume = false;                    // from the newest valid checkpoint in checkpoint_dir
+  std::string resume_from;                // from this checkpoint file
+  double stall_timeout = 600.0;           // seconds; 0 = no stall watchdog
+  int64_t debug_inject_nan_at_step = -1;  // >= 0: rank 0's input becomes NaN at this step
+  std::string options_text;               // the command line and config file, for the checkpoint
 };
 
 // Parses and validates; throws OptionError naming the option (and the valid choices) on bad input.

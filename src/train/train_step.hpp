@@ -29,12 +29,16 @@ struct StepRecord {
   double end_s = 0.0;           // ... after the optimizer
   mpi::AllreduceTimings comm;   // zero for one rank
   std::vector<mpi::BucketEvent> buckets;  // seconds since backward_begin_s
+  bool stop = false;            // every rank agreed: a stop signal came (checkpoint and exit)
+  bool checkpoint_due = false;  // every rank agreed: a timed checkpoint is due after this step
   double wall_seconds() const { return end_s - begin_s; }
   double data_wait_seconds() const { return data_ready_s - begin_s; }
 };
 
-// One step. The loader must have an epoch started (start_epoch) with a batch left. Throws
-// DataError naming the epoch and step when the loss is not finite.
+// One step. The loader must have an epoch started (start_epoch) with a batch left. After the
+// gradient allreduce every rank agrees (one small allreduce) on a stop signal, a due timed
+// checkpoint and a non-finite loss or gradient; the last throws NonFiniteError on every rank,
+// naming the step and the first non-finite parameter, before the optimizer touches the weights.
 StepRecord train_step(Run& run);
 
 }  // namespace nostrum::train

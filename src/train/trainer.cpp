@@ -2,9 +2,12 @@
 // due epoch, until the target accuracy or the budget; observers watch, the loop decides.
 #include "trainer.hpp"
 
+#include <csignal>
+#include <functional>
 #include <iostream>
 #include <memory>
 
+#include "checkpointing.hpp"
 #include "evaluate.hpp"
 #include "io/weights_file.hpp"
 #include "mpi/weight_sync.hpp"
@@ -61,16 +64,19 @@ RunResult finish(Run& run, double time_to_solution) {
 
 }  // namespace
 
-EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers) {
+EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
+                         const std::function<bool(const StepRecord&)>& after_step) {
   RunState& s = run.state;
   EpochSummary e;
   e.epoch = s.epoch;
   io::Loader& loader = *run.train_loader;
-  loader.start_epoch(s.epoch - 1);
+  loader.start_epoch(s.epoch - 1, s.step_in_epoch);  // a resumed run continues mid-epoch
   double loss_sum = 0.0;
-  while (s.step_in_epoch < run.plan.steps_per_epoch && !step_budget_spent(run)) {
+  bool go_on = true;
+  while (go_on && s.step_in_epoch < run.plan.steps_per_epoch && !step_budget_spent(run)) {
     const StepRecord step = train_step(run);
     notify(observers, [&](RunObserver& o) { o.on_step(run, step); });
+    if (after_step) go_on = after_step(step);
     loss_sum += step.loss;
     ++e.steps;
     e.seconds += step.wall_seconds();
@@ -86,36 +92,145 @@ EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers) {
 
 RunResult run_training(const TrainOptions& options, const mpi::Communicator& world) {
   const bool rank0 = world.rank() == 0;
-  MlperfObserver mlperf(options, rank0);  // init_start: before set-up
+  const bool resuming = options.resume || !options.resume_from.empty();
+  // A resumed run appends to its MLPerf log (opened once the checkpoint is chosen).
+  MlperfObserver mlperf(options, rank0, /*defer_open=*/resuming);  // init_start: before set-up
   ProgressPrinter progress(std::cout, rank0 && !options.quiet);
   std::unique_ptr<TraceRecorder> trace;
   if (!options.trace.empty()) trace = std::make_unique<TraceRecorder>(options.trace, world.rank());
   std::vector<RunObserver*> observers = {&mlperf, &progress};
   if (trace) observers.push_back(trace.get());
+  install_stop_signal_handlers();
+  // Checkpoint directory: writable, or a clear error now rather than at the first checkpoint.
+  if (!options.checkpoint_dir.empty() && !options.eval_only) {
+    std::string problem;
+    if (rank0) {
+      try {
+        io::check_checkpoint_dir(options.checkpoint_dir);
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+    }
+    world.broadcast(problem, 0);
+    NOSTRUM_CHECK(problem.empty(), OptionError, problem, "--checkpoint-dir");
+  }
 
   std::unique_ptr<Run> owned = setup_run(options, world);
   Run& run = *owned;
   if (options.eval_only) return evaluate_only(run, observers);
 
+  ResumePoint resume;
+  if (resuming) {
+    resume = find_resume_point(run, [&](const std::string& line) { progress.say(line); });
+    if (!resume.path.empty()) {
+      NOSTRUM_CHECK(resume.state.seed == options.seed, OptionError,
+                    "the checkpoint's run used --seed " + std::to_string(resume.state.seed),
+                    "--seed", "resume with the same seed (sampling and augmentation follow it)");
+      restore_checkpoint(run, resume.state, resume.path);
+      const auto bytes = resume.state.counters.find("mllog_bytes");
+      mlperf.continue_log(bytes == resume.state.counters.end() ? 0 : bytes->second);
+      progress.say("resumed from " + resume.path + ": epoch " + std::to_string(run.state.epoch) +
+                   " step " + std::to_string(run.state.step_in_epoch) + " (run step " +
+                   std::to_string(run.state.steps_taken) + "), " +
+                   std::to_string(resume.state.seconds_spent) + " s of time-to-solution so far, " +
+                   std::to_string(resume.state.ranks) + " rank(s) then, " +
+                   std::to_string(world.size()) + " now");
+    } else {
+      mlperf.start_log();
+    }
+  }
+  const bool resumed = !resume.path.empty();
+  if (options.stall_timeout > 0 && world.size() > 1) {
+    int thread_level = 0;
+    MPI_Query_thread(&thread_level);
+    mpi::StallWatchdogOptions w;
+    w.timeout_seconds = options.stall_timeout;
+    run.watchdog = std::make_unique<mpi::StallWatchdog>(world, thread_level, w);
+    run.notes.push_back(run.watchdog->enabled()
+                            ? "stall watchdog: a rank stalled for " +
+                                  std::to_string(options.stall_timeout) + " s aborts the job"
+                            : "note: " + run.watchdog->note());
+  }
+
   world.barrier();
   notify(observers, [&](RunObserver& o) { o.on_setup_done(run); });
   world.barrier();
-  const double run_start_s = monotonic_seconds();
+  // Time-to-solution continues: the clock starts where the checkpointed run's stood.
+  const double run_start_s = monotonic_seconds() - (resumed ? resume.state.seconds_spent : 0.0);
   notify(observers, [&](RunObserver& o) { o.on_run_start(run); });
   RunState& s = run.state;
-  for (;; ++s.epoch, s.step_in_epoch = 0) {
-    notify(observers, [&](RunObserver& o) { o.on_epoch_start(run); });
-    const EpochSummary epoch = train_epoch(run, observers);
-    notify(observers, [&](RunObserver& o) { o.on_epoch_end(run, epoch); });
-    const bool last = s.epoch == options.epochs || step_budget_spent(run);
-    if ((eval_due(options, s.epoch) || last) && evaluate_epoch(run, observers, run_start_s)) {
-      s.status = RunStatus::kSuccess;
-      break;
+
+  const bool checkpoints = !options.checkpoint_dir.empty();
+  const double every_s = options.checkpoint_every_minutes * 60.0;
+  auto arm_timer = [&] {
+    if (checkpoints && every_s > 0 && rank0)
+      run.timed_checkpoint_due_s = monotonic_seconds() + every_s;
+  };
+  auto save = [&](const char* why) {
+    const io::CheckpointState state =
+        capture_checkpoint(run, monotonic_seconds() - run_start_s, mlperf.log_bytes());
+    std::string path;
+    {
+      mpi::StallWatchdog::Wait wait(run.watchdog.get());  // the others wait while rank 0 writes
+      path = write_run_checkpoint(run, state);
     }
-    if (last) {
-      s.status = RunStatus::kAborted;
-      break;
+    progress.say(std::string("checkpoint (") + why + "): " + path);
+    arm_timer();
+  };
+  arm_timer();
+  bool stopped = false;  // every rank agreed on a stop signal at the same step
+  auto after_step = [&](const StepRecord& step) {
+    if (step.stop) {
+      stopped = true;
+      const int sig = stop_signal_received();
+      progress.say(std::string("stop signal (") +
+                   (sig == SIGUSR1   ? "SIGUSR1"
+                    : sig == SIGTERM ? "SIGTERM"
+                                     : "another rank's") +
+                   "): stopping after " + std::to_string(step.step + 1) + " steps");
+      return false;
     }
+    if (step.checkpoint_due && checkpoints) save("timed");
+    return true;
+  };
+
+  try {
+    for (;; ++s.epoch, s.step_in_epoch = 0) {
+      notify(observers, [&](RunObserver& o) { o.on_epoch_start(run); });
+      const EpochSummary epoch = train_epoch(run, observers, after_step);
+      if (stopped) {
+        // Stopped by a signal (every rank agreed at the same step): checkpoint and leave.
+        if (!checkpoints) {
+          throw Error("stopped by a signal at run step " + std::to_string(s.steps_taken) +
+                          " without --checkpoint-dir: nothing was saved",
+                      "rank " + std::to_string(world.rank()),
+                      "give --checkpoint-dir so that a preempted run can resume");
+        }
+        save("stop signal");
+        s.status = RunStatus::kCheckpointed;
+        progress.say("checkpointed after a stop signal: exiting with status " +
+                     std::to_string(kExitCheckpointed) + " (requeue; --resume continues)");
+        RunResult result = make_result(run, monotonic_seconds() - run_start_s, 0, 0);
+        return result;
+      }
+      notify(observers, [&](RunObserver& o) { o.on_epoch_end(run, epoch); });
+      const bool last = s.epoch == options.epochs || step_budget_spent(run);
+      if ((eval_due(options, s.epoch) || last) && evaluate_epoch(run, observers, run_start_s)) {
+        s.status = RunStatus::kSuccess;
+        break;
+      }
+      if (last) {
+        s.status = RunStatus::kAborted;
+        break;
+      }
+      if (checkpoints && options.checkpoint_every_epochs > 0 &&
+          s.epoch % options.checkpoint_every_epochs == 0)
+        save("epoch end");
+    }
+  } catch (const NonFiniteError&) {
+    s.status = RunStatus::kAborted;  // the MLPerf log ends as a run that stopped
+    notify(observers, [&](RunObserver& o) { o.on_run_end(run); });
+    throw;
   }
   const double time_to_solution = monotonic_seconds() - run_start_s;
   notify(observers, [&](RunObserver& o) { o.on_run_end(run); });

@@ -4,6 +4,7 @@
 // MLPerf log, trace) are told what happened. The result (result.hpp) is what --result-json writes.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "mpi/communicator.hpp"
@@ -16,7 +17,10 @@ namespace nostrum::train {
 
 // One epoch of the run's steps (state.epoch; from state.step_in_epoch, so a resumed run continues
 // mid-epoch) or fewer when --max-steps is reached. Collective. Returns the epoch's numbers.
-EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers);
+// after_step (if given) runs after each step and returns false to end the epoch early (a stop
+// signal: the caller checkpoints).
+EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
+                         const std::function<bool(const StepRecord&)>& after_step = {});
 
 // Runs everything the options ask for on this rank (collective over world): set-up, the timed
 // loop of epochs and evaluations to the target or the budget, or one evaluation (--eval-only).

@@ -64,6 +64,7 @@ io::CheckpointState make_state(int64_t steps, size_t floats = 1000) {
   s.optimizer_name = "sgd";
   s.optimizer_steps = steps;
   s.optimizer_state.assign(floats, 0.25f);
+  s.rank_buffers = {0.5f, -1.0f, 2.0f, 7.0f, 0.25f, -2.0f, 4.0f, 7.0f};
   return s;
 }
 
@@ -96,6 +97,7 @@ void expect_equal(const io::CheckpointState& a, const io::CheckpointState& b) {
   CHECK(a.optimizer_name == b.optimizer_name);
   CHECK(a.optimizer_steps == b.optimizer_steps);
   CHECK(a.optimizer_state == b.optimizer_state);
+  CHECK(a.rank_buffers == b.rank_buffers);
 }
 
 void truncate_file(const std::string& path, double keep_fraction) {

@@ -60,6 +60,12 @@ class MlLogger {
   // Writes only when is_rank0. `path` (truncated; empty: no file) and/or stdout. Throws IoError
   // naming the path when it cannot be opened.
   MlLogger(bool is_rank0, const std::string& path, bool to_stdout);
+  // A resumed run's log: keeps the first keep_bytes of the existing file (what the checkpointed
+  // run had written when it saved), drops the rest and appends, so the log stays one run's log.
+  // IoError naming the path when the file is missing or shorter than keep_bytes.
+  MlLogger(bool is_rank0, const std::string& path, bool to_stdout, int64_t keep_bytes);
+  // Bytes written to the file so far (after a flush); 0 without a file.
+  int64_t file_bytes();
   ~MlLogger();
   MlLogger(const MlLogger&) = delete;
   MlLogger& operator=(const MlLogger&) = delete;

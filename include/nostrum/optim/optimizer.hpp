@@ -33,6 +33,8 @@ class Optimizer {
   const Arena& state() const { return state_; }
   // Steps taken so far (SGD initialises its buffer on the first).
   int64_t steps_taken() const { return steps_taken_; }
+  // Restores the count with the state (a resumed run: SGD must not re-initialise its buffer).
+  void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
 
  protected:
   Arena state_;
