@@ -266,8 +266,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       if (!file) throw OptionError("cannot open config file", path, "check --config");
       po::store(po::parse_config_file(file, all, /*allow_unregistered=*/false), vm);
       std::ifstream again(path);
-      o.options_text += "config " + path + ":\n" +
-                        std::string(std::istreambuf_iterator<char>(again), {}) + "\n";
+      o.options_text +=
+          "config " + path + ":\n" + std::string(std::istreambuf_iterator<char>(again), {}) + "\n";
     }
     std::string line = "command line:";
     for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
