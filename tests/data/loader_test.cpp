@@ -110,6 +110,32 @@ TEST_CASE("loader: the same batches, bit for bit, for 1, 2 and 4 threads", "[loa
   }
 }
 
+TEST_CASE("loader: an epoch started at batch k hands out the full epoch's batches from k on",
+          "[loader]") {
+  // A resumed run (checkpoint mid-epoch) starts the loader at the batch it stopped at.
+  testing::TempDir dir("loader");
+  const std::string data = make_dataset(dir, ImageKind::jpeg, 45, 10);
+  const Manifest m = Manifest::read(data);
+  Loader loader(data, m, jpeg_config(2));
+  const Epoch full = run_epoch(loader, 3);
+  const size_t per_sample =
+      static_cast<size_t>(loader.height() * loader.width() * loader.channels());
+  for (int64_t k : {int64_t{1}, int64_t{4}, loader.batches_per_epoch()}) {
+    loader.start_epoch(3, k);
+    Batch b;
+    int64_t expected = k;
+    size_t offset = static_cast<size_t>(k) * 8;
+    while (loader.next(b)) {
+      REQUIRE(b.index == expected++);
+      for (int64_t i = 0; i < b.count; ++i) REQUIRE(b.samples[i] == full.samples[offset + i]);
+      REQUIRE(std::memcmp(b.images, full.images.data() + offset * per_sample,
+                          b.count * per_sample * sizeof(float)) == 0);
+      offset += static_cast<size_t>(b.count);
+    }
+    REQUIRE(expected == loader.batches_per_epoch());
+  }
+}
+
 TEST_CASE("loader: a sample's augmented image does not depend on the rank count", "[loader]") {
   testing::TempDir dir("loader");
   const std::string data = make_dataset(dir, ImageKind::jpeg, 40, 5);

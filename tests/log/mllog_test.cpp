@@ -89,3 +89,29 @@ TEST_CASE("the logger writes on rank 0 only, one flushed line per call", "[log]"
                   nostrum::IoError);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a resumed run's logger keeps the log up to the checkpoint and appends", "[log]") {
+  const auto dir = nostrum::testing::scratch_dir("mllog-resume");
+  const std::string path = (dir / "run.log").string();
+  int64_t at_checkpoint = 0;
+  {
+    MlLogger first(true, path, false);
+    first.start(NOSTRUM_HERE, nostrum::log::keys::kRunStart);
+    at_checkpoint = first.file_bytes();
+    first.start(NOSTRUM_HERE, nostrum::log::keys::kEpochStart);  // after the checkpoint: dropped
+  }
+  CHECK(at_checkpoint > 0);
+  {
+    MlLogger resumed(true, path, false, at_checkpoint);
+    resumed.end(NOSTRUM_HERE, nostrum::log::keys::kRunStop);
+  }
+  const std::string text = read_all(dir / "run.log");
+  CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+  CHECK(text.find("run_start") != std::string::npos);
+  CHECK(text.find("epoch_start") == std::string::npos);
+  CHECK(text.find("run_stop") != std::string::npos);
+  // A log shorter than the checkpoint says (replaced?) is refused, naming the file.
+  CHECK_THROWS_AS(MlLogger(true, path, false, int64_t{1} << 40), nostrum::IoError);
+  CHECK_THROWS_AS(MlLogger(true, (dir / "missing.log").string(), false, 0), nostrum::IoError);
+  std::filesystem::remove_all(dir);
+}
