@@ -96,7 +96,8 @@ io::CheckpointIdentity run_identity(const Run& run) {
   return id;
 }
 
-io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes) {
+io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes,
+                                       bool epoch_closed) {
   const RunState& s = run.state;
   model::Model& net = *run.model;
   io::CheckpointState c;
@@ -116,9 +117,8 @@ io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t m
   c.identity = run_identity(run);
   c.options_text = run.options.options_text;
   c.ranks = run.world.size();
-  const bool epoch_done = s.step_in_epoch >= run.plan.steps_per_epoch;
-  c.epoch = epoch_done ? s.epoch + 1 : s.epoch;
-  c.step_in_epoch = epoch_done ? 0 : s.step_in_epoch;
+  c.epoch = epoch_closed ? s.epoch + 1 : s.epoch;
+  c.step_in_epoch = epoch_closed ? 0 : s.step_in_epoch;
   c.steps_taken = s.steps_taken;
   c.sampler_epoch = c.epoch - 1;  // the loader's epoch argument
   c.sampler_position = c.step_in_epoch * run.plan.global_batch;

@@ -54,9 +54,12 @@ io::CheckpointIdentity run_identity(const Run& run);
 std::string manifest_identity(const std::string& data_dir);
 
 // Collective: every rank's BN buffers are gathered to rank 0. The state of the run as it stands
-// (after state.step_in_epoch steps of state.epoch; a finished epoch is saved as the next one at
-// step 0). seconds_spent: time-to-solution so far. mllog_bytes: the MLPerf log's size (rank 0).
-io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes);
+// (after state.step_in_epoch steps of state.epoch). epoch_closed: the epoch's end, evaluation and
+// log lines are done, so it is saved as the next epoch at step 0; otherwise (a signal or timed
+// checkpoint, even after an epoch's last step) the resumed run closes the epoch itself.
+// seconds_spent: time-to-solution so far. mllog_bytes: the MLPerf log's size (rank 0).
+io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes,
+                                       bool epoch_closed);
 
 // Collective: rank 0 writes (atomically, pruning to --keep-checkpoints); every rank learns the
 // outcome and throws the same IoError when it failed. Returns the path.

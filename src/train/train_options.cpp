@@ -174,6 +174,8 @@ po::options_description run_options(TrainOptions& o) {
      "abort the job when a rank stalls this many seconds in a collective (0 = off)")
     ("debug-inject-nan-at-step", po::value(&o.debug_inject_nan_at_step)->default_value(-1),
      "debug: make rank 0's input NaN at this step (tests the non-finite stop)")
+    ("debug-signal-at-step", po::value(&o.debug_signal_at_step)->default_value(-1),
+     "debug: the last rank raises SIGUSR1 during this step (tests the stop at a chosen step)")
     ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds),
      "progress line interval inside an epoch")
     ("submission-org", po::value(&o.submission_org)->default_value(o.submission_org), "MLPerf org")

@@ -77,6 +77,7 @@ struct TrainOptions {
   std::string resume_from;                // from this checkpoint file
   double stall_timeout = 600.0;           // seconds; 0 = no stall watchdog
   int64_t debug_inject_nan_at_step = -1;  // >= 0: rank 0's input becomes NaN at this step
+  int64_t debug_signal_at_step = -1;      // >= 0: the last rank raises SIGUSR1 during this step
   std::string options_text;               // the command line and config file, for the checkpoint
 };
 

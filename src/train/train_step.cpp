@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <string>
 
 #include "checkpointing.hpp"
@@ -54,6 +55,8 @@ StepRecord train_step(Run& run) {
   }
   // Every rank agrees on stop / timed checkpoint / non-finite (the gradients are the same on every
   // rank after the allreduce; a rank's loss is its own). One 3-integer allreduce per step.
+  if (s.steps_taken == run.options.debug_signal_at_step && run.world.rank() == run.world.size() - 1)
+    std::raise(SIGUSR1);  // --debug-signal-at-step: through the real handler
   const bool finite =
       std::isfinite(r.loss) && all_finite(net.gradient_data(), net.parameter_count());
   const bool due = run.rank0() && run.timed_checkpoint_due_s > 0 &&

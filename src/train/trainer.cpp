@@ -166,9 +166,9 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
     if (checkpoints && every_s > 0 && rank0)
       run.timed_checkpoint_due_s = monotonic_seconds() + every_s;
   };
-  auto save = [&](const char* why) {
-    const io::CheckpointState state =
-        capture_checkpoint(run, monotonic_seconds() - run_start_s, mlperf.log_bytes());
+  auto save = [&](const char* why, bool epoch_closed) {
+    const io::CheckpointState state = capture_checkpoint(run, monotonic_seconds() - run_start_s,
+                                                         mlperf.log_bytes(), epoch_closed);
     std::string path;
     {
       mpi::StallWatchdog::Wait wait(run.watchdog.get());  // the others wait while rank 0 writes
@@ -190,7 +190,7 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
                    "): stopping after " + std::to_string(step.step + 1) + " steps");
       return false;
     }
-    if (step.checkpoint_due && checkpoints) save("timed");
+    if (step.checkpoint_due && checkpoints) save("timed", false);
     return true;
   };
 
@@ -206,7 +206,7 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
                       "rank " + std::to_string(world.rank()),
                       "give --checkpoint-dir so that a preempted run can resume");
         }
-        save("stop signal");
+        save("stop signal", false);
         s.status = RunStatus::kCheckpointed;
         progress.say("checkpointed after a stop signal: exiting with status " +
                      std::to_string(kExitCheckpointed) + " (requeue; --resume continues)");
@@ -225,7 +225,7 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
       }
       if (checkpoints && options.checkpoint_every_epochs > 0 &&
           s.epoch % options.checkpoint_every_epochs == 0)
-        save("epoch end");
+        save("epoch end", true);
     }
   } catch (const NonFiniteError&) {
     s.status = RunStatus::kAborted;  // the MLPerf log ends as a run that stopped

@@ -6,6 +6,8 @@ usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
   resume_bitwise   SIGTERM to one rank mid-epoch -> status 3 and a checkpoint; --resume -> the final
                    weights and BN statistics equal an uninterrupted run's, bit for bit; the MLPerf log
                    (appended) passes tools/mlperf/check_log.py; time-to-solution continues
+  stop_at_epoch_end  --debug-signal-at-step at an epoch's last step: the resumed run closes that
+                   epoch (epoch_stop, evaluation) itself; bit-identical result, valid log
   resume_2_to_3    a P = 2 checkpoint (SIGUSR1 to mpirun) resumed by 3 ranks completes; another
                    global batch is refused with the reason
   fallback         a truncated newest checkpoint is refused by name and the previous one used
@@ -136,6 +138,32 @@ def case_resume_bitwise(data, tmp):
         text = f.read()
     check(text.count('"key": "run_start"') == 1 and text.count('"key": "init_start"') == 1,
           "one run_start and one init_start in the resumed log")
+
+
+def case_stop_at_epoch_end(data, tmp):
+    ref_json = os.path.join(tmp, "ref.json")
+    rc, _ = run(2, base_args(data) + ["--result-json", ref_json])
+    check(rc == 0, "the uninterrupted run reaches its target (status %d)" % rc)
+    ref = result(ref_json)
+    ck = os.path.join(tmp, "ck")
+    log = os.path.join(tmp, "run.log")
+    out_json = os.path.join(tmp, "run.json")
+    args = base_args(data) + ["--checkpoint-dir", ck, "--mllog", log, "--result-json", out_json]
+    # 1024 images / global batch 64 = 16 steps an epoch: step 15 is epoch 1's last.
+    rc, out = run(2, args + ["--debug-signal-at-step", "15"])
+    check(rc == EXIT_CHECKPOINTED, "stopped after epoch 1's last step: status 3 (got %d)" % rc)
+    check("eval after epoch 1" not in out, "before that epoch's evaluation")
+    files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ck, "checkpoint-*.h5")))
+    check(files == ["checkpoint-000000000016.h5"], "one checkpoint after 16 steps: %s" % files)
+    rc, out = run(2, args + ["--resume"])
+    check(rc == 0, "the resumed run completes (status %d)" % rc)
+    check("eval after epoch 1" in out, "the resumed run evaluates epoch 1 itself")
+    res = result(out_json)
+    check(res["weights_checksum"] == ref["weights_checksum"] and
+          res["buffers_checksum"] == ref["buffers_checksum"], "bit-identical final weights and BN")
+    check([e["accuracy"] for e in res["evals"]] == [e["accuracy"] for e in ref["evals"]],
+          "the same evaluations")
+    check(check_log(log), "the log passes tools/mlperf/check_log.py")
 
 
 def case_resume_2_to_3(data, tmp):
