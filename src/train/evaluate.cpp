@@ -9,6 +9,7 @@
 namespace nostrum::train {
 
 void average_bn_statistics(Run& run) {
+  mpi::StallWatchdog::Wait wait(run.watchdog.get());  // every rank must arrive
   mpi::average_over_ranks(run.world, run.model->buffer_data(), run.model->buffer_count());
 }
 
@@ -26,7 +27,10 @@ double evaluate(Run& run, std::vector<int64_t>* scored) {
     counts[1] += batch.count;
     if (scored) scored->insert(scored->end(), batch.samples, batch.samples + batch.count);
   }
-  run.world.allreduce_sum(counts, 2);
+  {
+    mpi::StallWatchdog::Wait wait(run.watchdog.get());  // a rank stuck in its share is named
+    run.world.allreduce_sum(counts, 2);
+  }
   NOSTRUM_CHECK(counts[1] == run.plan.eval_samples, DataError,
                 "evaluation scored " + std::to_string(counts[1]) + " samples, the split has " +
                     std::to_string(run.plan.eval_samples),

@@ -84,7 +84,10 @@ EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
     e.comm += step.comm;
   }
   double loss[2] = {loss_sum, static_cast<double>(e.steps)};
-  run.world.allreduce_sum(loss, 2);
+  {
+    mpi::StallWatchdog::Wait wait(run.watchdog.get());
+    run.world.allreduce_sum(loss, 2);
+  }
   e.mean_loss = loss[1] > 0 ? loss[0] / loss[1] : 0.0;
   e.images_per_second = e.seconds > 0 ? e.steps * run.plan.global_batch / e.seconds : 0.0;
   return e;
