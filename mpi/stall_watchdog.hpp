@@ -19,7 +19,7 @@
 namespace nostrum::mpi {
 
 // The exit status of a job the watchdog aborted (MPI_Abort's error code; mpirun returns it).
-constexpr int kStallExitStatus = 6;
+constexpr int kStallExitStatus = 4;
 
 struct StallWatchdogOptions {
   // Seconds a rank may wait in one collective (or go without a heartbeat) before the job is

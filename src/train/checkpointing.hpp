@@ -20,9 +20,8 @@ constexpr int kExitSuccess = 0;       // the target was reached (or --eval-only 
 constexpr int kExitError = 1;         // an error: bad option, data, file, MPI failure, ...
 constexpr int kExitTargetMissed = 2;  // the epoch/step budget ran out before the target
 constexpr int kExitCheckpointed = 3;  // stopped by SIGTERM/SIGUSR1 after a checkpoint: requeue
-// 6: the stall watchdog aborted the job (mpi::kStallExitStatus). 4 and 5 are left to the job
-// script (slurm/nostrum-train.sbatch: world-size mismatch, bad job setup).
-constexpr int kExitNonFinite = 7;  // the loss or a gradient became NaN/Inf: the run stopped
+// 4: the stall watchdog aborted the job (mpi::kStallExitStatus)
+constexpr int kExitNonFinite = 5;  // the loss or a gradient became NaN/Inf: the run stopped
 
 // The loss or a gradient became NaN or Inf (every rank throws it at the same step).
 class NonFiniteError : public DataError {

@@ -11,7 +11,7 @@ usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
   resume_2_to_3    a P = 2 checkpoint (SIGUSR1 to mpirun) resumed by 3 ranks completes; another
                    global batch is refused with the reason
   fallback         a truncated newest checkpoint is refused by name and the previous one used
-  nan              --debug-inject-nan-at-step stops the run (status 7) naming the step and the first
+  nan              --debug-inject-nan-at-step stops the run (status 5) naming the step and the first
                    parameter; no checkpoint is written after it
   kill9            kill -9 of one rank ends the job non-zero within 60 s
   sigstop          SIGSTOP of one rank ends the job within --stall-timeout (+ slack), rank named
@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import ROOT, check, fmnist_subset, train_binary  # noqa: E402
 
-EXIT_CHECKPOINTED, EXIT_NONFINITE, EXIT_STALL = 3, 7, 6
+EXIT_CHECKPOINTED, EXIT_NONFINITE, EXIT_STALL = 3, 5, 4
 
 
 def base_args(data, batch=32, epochs=3, target="0.3"):
