@@ -217,6 +217,12 @@ struct ParameterSpec {
   ParameterKind kind;
 };
 
+// Entry k of a layer's parameters and buffers, as parameter_specs lists them: a conv's or linear's
+// weight and bias, a batch norm's gamma ("weight"), beta ("bias") and running statistics.
+namespace entry {
+constexpr int kWeight = 0, kBias = 1, kRunningMean = 2, kRunningVar = 3, kBatchesTracked = 4;
+}
+
 // The parameters and buffers of a layer, in state_dict order; the first is what gradient-ready
 // reports (a conv's or linear's weight, a BN's gamma: every later entry is final with it).
 std::vector<ParameterSpec> parameter_specs(const Layer& l) {
@@ -296,19 +302,20 @@ void init_layer(const Layer& l, ParameterTable& table, uint64_t seed, bool zero_
   Parameter* p = table.data() + l.first_parameter;
   switch (l.kind) {
     case LayerKind::kConv:  // Kaiming normal, mode fan_out, ReLU gain: std = sqrt(2 / (K*R*S))
-      fill_normal(p[0], key(0), std::sqrt(2.0 / (l.conv.K * l.conv.R * l.conv.S)));
+      fill_normal(p[entry::kWeight], key(entry::kWeight),
+                  std::sqrt(2.0 / (l.conv.K * l.conv.R * l.conv.S)));
       break;
     case LayerKind::kBatchNorm:  // gamma, beta, running mean, running var, num_batches_tracked
-      fill(p[0], zero_init_residual && l.last_of_residual_path ? 0.0f : 1.0f);
-      fill(p[1], 0.0f);
-      fill(p[2], 0.0f);
-      fill(p[3], 1.0f);
-      fill(p[4], 0.0f);
+      fill(p[entry::kWeight], zero_init_residual && l.last_of_residual_path ? 0.0f : 1.0f);
+      fill(p[entry::kBias], 0.0f);
+      fill(p[entry::kRunningMean], 0.0f);
+      fill(p[entry::kRunningVar], 1.0f);
+      fill(p[entry::kBatchesTracked], 0.0f);
       break;
     case LayerKind::kLinear: {  // nn.Linear's default: uniform(+-1/sqrt(fan_in)), weight and bias
       const double bound = 1.0 / std::sqrt(static_cast<double>(l.in.C));
-      fill_uniform(p[0], key(0), bound);
-      fill_uniform(p[1], key(1), bound);
+      fill_uniform(p[entry::kWeight], key(entry::kWeight), bound);
+      fill_uniform(p[entry::kBias], key(entry::kBias), bound);
       break;
     }
     case LayerKind::kMaxPool:
@@ -346,7 +353,7 @@ struct Pass {
     observer->on_layer(name, phase, t0, omp_get_wtime());
   }
   void ready(const Layer& l) const {
-    if (on_ready && *on_ready) (*on_ready)(param(l, 0).offset);
+    if (on_ready && *on_ready) (*on_ready)(param(l, entry::kWeight).offset);
   }
   int64_t rows(const ImageShape& s) const { return int64_t(n) * s.H * s.W; }
 };
@@ -358,14 +365,16 @@ void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
   o.reducer = s.reducer;
   const int C = l.out.C;
   if (s.training) {
-    layers::batch_norm_forward_training(l.output, l.batch_mean, l.batch_invstd, s.param(l, 2).value,
-                                        s.param(l, 3).value, l.input, s.param(l, 0).value,
-                                        s.param(l, 1).value, s.rows(l.in), C, o, s.norm_scratch);
-    s.param(l, 4).value[0] += 1.0f;
+    layers::batch_norm_forward_training(
+        l.output, l.batch_mean, l.batch_invstd, s.param(l, entry::kRunningMean).value,
+        s.param(l, entry::kRunningVar).value, l.input, s.param(l, entry::kWeight).value,
+        s.param(l, entry::kBias).value, s.rows(l.in), C, o, s.norm_scratch);
+    s.param(l, entry::kBatchesTracked).value[0] += 1.0f;
   } else {
-    layers::batch_norm_forward_inference(l.output, l.input, s.param(l, 0).value,
-                                         s.param(l, 1).value, s.param(l, 2).value,
-                                         s.param(l, 3).value, s.rows(l.in), C, o, s.running_invstd);
+    layers::batch_norm_forward_inference(
+        l.output, l.input, s.param(l, entry::kWeight).value, s.param(l, entry::kBias).value,
+        s.param(l, entry::kRunningMean).value, s.param(l, entry::kRunningVar).value, s.rows(l.in),
+        C, o, s.running_invstd);
   }
 }
 
@@ -376,7 +385,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
       case LayerKind::kConv: {
         layers::ConvGeometry g = l.conv;
         g.N = s.n;
-        layers::conv2d_forward(l.output, l.input, s.param(l, 0).value, g, s.conv_scratch);
+        layers::conv2d_forward(l.output, l.input, s.param(l, entry::kWeight).value, g,
+                               s.conv_scratch);
         break;
       }
       case LayerKind::kBatchNorm:
@@ -392,8 +402,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         layers::global_avg_pool_forward(l.output, l.input, s.n, l.in.H * l.in.W, l.in.C);
         break;
       case LayerKind::kLinear:
-        layers::linear_forward(l.output, l.input, s.param(l, 0).value, s.param(l, 1).value, s.n,
-                               l.in.C, l.out.C);
+        layers::linear_forward(l.output, l.input, s.param(l, entry::kWeight).value,
+                               s.param(l, entry::kBias).value, s.n, l.in.C, l.out.C);
         break;
     }
   });
@@ -405,15 +415,16 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
   g.N = s.n;
   // The weight gradient first: it is ready for the allreduce before the data gradient runs.
   s.timed(l.name, Phase::kBackwardWeights, [&] {
-    layers::conv2d_backward_weights(s.param(l, 0).grad, d_output, l.input, g, s.conv_scratch, {});
+    layers::conv2d_backward_weights(s.param(l, entry::kWeight).grad, d_output, l.input, g,
+                                    s.conv_scratch, {});
   });
   s.ready(l);
   if (!l.input_gradient) return;
   s.timed(l.name, Phase::kBackward, [&] {
     layers::ConvOptions options;
     options.accumulate_d_in = accumulate;
-    layers::conv2d_backward_data(d_input, d_output, s.param(l, 0).value, g, s.conv_scratch,
-                                 options);
+    layers::conv2d_backward_data(d_input, d_output, s.param(l, entry::kWeight).value, g,
+                                 s.conv_scratch, options);
   });
 }
 
@@ -430,9 +441,10 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         layers::BatchNormOptions o;
         o.fuse_relu = l.relu;
         o.reducer = s.reducer;
-        layers::batch_norm_backward(d_input, s.param(l, 0).grad, s.param(l, 1).grad, d_output,
-                                    l.input, l.output, s.param(l, 0).value, l.batch_mean,
-                                    l.batch_invstd, s.rows(l.in), l.in.C, o, s.norm_scratch);
+        layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
+                                    s.param(l, entry::kBias).grad, d_output, l.input, l.output,
+                                    s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
+                                    s.rows(l.in), l.in.C, o, s.norm_scratch);
         break;
       }
       case LayerKind::kMaxPool: {
@@ -445,8 +457,9 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         layers::global_avg_pool_backward(d_input, d_output, s.n, l.in.H * l.in.W, l.in.C);
         break;
       case LayerKind::kLinear:
-        layers::linear_backward(d_input, s.param(l, 0).grad, s.param(l, 1).grad, d_output, l.input,
-                                s.param(l, 0).value, s.n, l.in.C, l.out.C);
+        layers::linear_backward(d_input, s.param(l, entry::kWeight).grad,
+                                s.param(l, entry::kBias).grad, d_output, l.input,
+                                s.param(l, entry::kWeight).value, s.n, l.in.C, l.out.C);
         break;
       case LayerKind::kConv:
         break;
