@@ -195,6 +195,9 @@ std::vector<Block> resnet_blocks(const ResNetSpec& spec, ImageShape image) {
     }
   }
   blocks.push_back(head_block(x, spec.num_classes));
+  for (const Block& b : blocks)  // forward fuses the add + ReLU into it
+    NOSTRUM_CHECK(!b.residual || b.path.back().kind == LayerKind::kBatchNorm, ShapeError,
+                  "a residual path must end in a batch norm", "model " + spec.name);
   return blocks;
 }
 
@@ -334,6 +337,7 @@ struct Pass {
   Reducer* reducer = nullptr;
   LayerObserver* observer = nullptr;
   const GradientReadyCallback* on_ready = nullptr;
+  layers::ConvOptions conv_options;  // every conv pass's (defaults; see Impl::conv_options)
   float* conv_scratch = nullptr;
   double* norm_scratch = nullptr;   // batch_norm_scratch_doubles
   float* running_invstd = nullptr;  // eval batch norm: C floats
@@ -386,7 +390,7 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         layers::ConvGeometry g = l.conv;
         g.N = s.n;
         layers::conv2d_forward(l.output, l.input, s.param(l, entry::kWeight).value, g,
-                               s.conv_scratch);
+                               s.conv_scratch, s.conv_options);
         break;
       }
       case LayerKind::kBatchNorm:
@@ -416,12 +420,12 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
   // The weight gradient first: it is ready for the allreduce before the data gradient runs.
   s.timed(l.name, Phase::kBackwardWeights, [&] {
     layers::conv2d_backward_weights(s.param(l, entry::kWeight).grad, d_output, l.input, g,
-                                    s.conv_scratch, {});
+                                    s.conv_scratch, s.conv_options);
   });
   s.ready(l);
   if (!l.input_gradient) return;
   s.timed(l.name, Phase::kBackward, [&] {
-    layers::ConvOptions options;
+    layers::ConvOptions options = s.conv_options;
     options.accumulate_d_in = accumulate;
     layers::conv2d_backward_data(d_input, d_output, s.param(l, entry::kWeight).value, g,
                                  s.conv_scratch, options);
@@ -537,12 +541,14 @@ struct Model::Impl {
   float* running_invstd = nullptr;  // eval batch norm (largest C)
   float* d_logits = nullptr;        // (N, classes), written by loss
   float* gradient_buffers[4] = {};  // (N, largest activation) each: two boundaries, two temps
-  const Layer& first() const { return blocks.front().path.front(); }
+  // The options every conv pass starts from (and that size the conv scratch): the defaults.
+  layers::ConvOptions conv_options;
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s{m.table_};
     s.reducer = m.reducer_;
     s.observer = m.observer_;
+    s.conv_options = conv_options;
     s.conv_scratch = conv_scratch;
     s.norm_scratch = norm_scratch.data();
     s.running_invstd = running_invstd;
@@ -575,7 +581,7 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
     max_channels = std::max(max_channels, l.out.C);
     if (l.kind == LayerKind::kConv) {
       l.conv.N = max_batch;
-      conv_floats = std::max(conv_floats, layers::conv2d_scratch_floats(l.conv));
+      conv_floats = std::max(conv_floats, layers::conv2d_scratch_floats(l.conv, conv_options));
     }
     if (l.kind == LayerKind::kBatchNorm)
       norm_doubles = std::max(norm_doubles, layers::batch_norm_scratch_doubles(l.out.C));
