@@ -333,6 +333,7 @@ void init_layer(const Layer& l, ParameterTable& table, uint64_t seed, bool zero_
 
 // What a forward or backward pass shares: the batch, the parameters, scratch and the hooks.
 struct Pass {
+  explicit Pass(ParameterTable& parameters) : table(parameters) {}
   ParameterTable& table;
   Reducer* reducer = nullptr;
   LayerObserver* observer = nullptr;
@@ -545,7 +546,7 @@ struct Model::Impl {
   layers::ConvOptions conv_options;
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
-    Pass s{m.table_};
+    Pass s(m.table_);
     s.reducer = m.reducer_;
     s.observer = m.observer_;
     s.conv_options = conv_options;
