@@ -1,3 +1,4 @@
+# Summary of model_table_ab.txt raw lines (one file per run set): per case best/median/min per side, and new/base ratios of the pairs run back to back.
 import sys, statistics, collections
 d = collections.defaultdict(list)
 for f in sys.argv[1:]:
