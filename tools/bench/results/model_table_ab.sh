@@ -1,4 +1,4 @@
-# Interleaved A/B of nostrum-bench (tools/bench/results/model_table_ab.txt): base and new binaries back to back per round and case, order alternating.
+#!/bin/bash
 # Interleaved A/B of nostrum-bench: base (0287042) vs new (model-table), same threads, alternating order.
 BASE=/tmp/base-build/tools/bench/nostrum-bench
 NEW=/work/wt-model-table/build/tools/bench/nostrum-bench
