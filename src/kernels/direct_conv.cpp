@@ -16,7 +16,8 @@ namespace nostrum::kernels {
 namespace {
 
 // One buffer per thread, grown on first use and reused by every conv after (a few hundred KiB:
-// one padded image).
+// one padded image, or one weight-gradient partial). The only memory the direct kernels take
+// besides the caller's scratch; no call allocates once every shape has run.
 float* thread_buffer(size_t floats, int which) {
   thread_local std::vector<float> buffers[2];
   std::vector<float>& b = buffers[which];
@@ -89,12 +90,13 @@ struct ConvPart {
 // still feeds every thread; each unit fills only the buffer rows its band reads, once for all
 // parts (the stride-2 data gradient's four parity classes read the same d_out rows). Parts share
 // the stride; their P may differ (a band past a part's last row skips it).
-void run_conv(const ConvWindow& w, const std::vector<ConvPart>& parts, bool accumulate) {
-  if (parts.empty()) return;
+void run_conv(const ConvWindow& w, const ConvPart* parts, int part_count, bool accumulate) {
+  if (part_count == 0) return;
   // Output rows: the most of any part; buffer rows an output row p reads, relative to p * stride:
   // [offset_lo, reach_hi) over all parts.
   int P = 0, offset_lo = parts[0].row_offset, reach_hi = parts[0].row_offset + parts[0].R;
-  for (const ConvPart& part : parts) {
+  for (int i = 0; i < part_count; ++i) {
+    const ConvPart& part = parts[i];
     P = std::max(P, part.P);
     offset_lo = std::min(offset_lo, part.row_offset);
     reach_hi = std::max(reach_hi, part.row_offset + part.R);
@@ -118,7 +120,8 @@ void run_conv(const ConvWindow& w, const std::vector<ConvPart>& parts, bool accu
       const int row0 = p0 * stride + offset_lo, row1 = (p1 - 1) * stride + reach_hi;
       window_rows_channel_major(buf, w.in + n * w.in_image, w.H, w.W, w.Cin, w.row_shift,
                                 w.col_shift, w.Wp, row0, row1);
-      for (const ConvPart& part : parts) {
+      for (int i = 0; i < part_count; ++i) {
+        const ConvPart& part = parts[i];
         if (p0 >= part.P) continue;
         avx512::DirectShape ds;
         ds.Wp = w.Wp, ds.Cin = w.Cin, ds.Cout = part.Cout;
@@ -135,8 +138,8 @@ void run_conv(const ConvWindow& w, const std::vector<ConvPart>& parts, bool accu
 
 // The data gradient along one axis, for the input positions h = stride * i + parity (one class of
 // each residue mod stride): they take kernel offsets r = first - stride * u (u = 0 .. count-1) from
-// output rows i + shift + u. count is 0 when no offset reaches the class. Stride 1: one class, every
-// offset, flipped (first = R-1), shift = pad - (R-1).
+// output rows i + shift + u. count is 0 when no offset reaches the class. Stride 1: one class,
+// every offset, flipped (first = R-1), shift = pad - (R-1).
 struct Taps {
   int first = 0, count = 0, shift = 0;
 };
@@ -167,24 +170,24 @@ bool direct_conv_available() {
   return ok;
 }
 
-bool direct_conv_forward_fits(const DirectConvShape& s) {
+bool direct_conv_forward_fits(const ConvGeometry& s) {
   return direct_conv_available() && s.K % 16 == 0 && (s.stride == 1 || s.stride == 2);
 }
 
-bool direct_conv_backward_data_fits(const DirectConvShape& s) {
+bool direct_conv_backward_data_fits(const ConvGeometry& s) {
   return direct_conv_available() && s.C % 16 == 0 && (s.stride == 1 || s.stride == 2);
 }
 
-bool direct_conv_backward_weights_fits(const DirectConvShape& s) {
+bool direct_conv_backward_weights_fits(const ConvGeometry& s) {
   return direct_conv_available() && s.K % 16 == 0 && (s.stride == 1 || s.stride == 2);
 }
 
-size_t direct_conv_packed_floats(const DirectConvShape& s) {
+size_t direct_conv_packed_floats(const ConvGeometry& s) {
   return size_t(s.K) * s.C * s.R * s.S;
 }
 
-void direct_conv_forward(float* out, const float* in, const float* weight,
-                         const DirectConvShape& s, float* packed) {
+void direct_conv_forward(float* out, const float* in, const float* weight, const ConvGeometry& s,
+                         float* packed) {
   // packed in blocks of 32 output channels (conv_rows): (r, t, c, k) = weight (k, c, r, t)
   const int64_t RS = int64_t(s.R) * s.S;
 #pragma omp parallel for schedule(static)
@@ -203,11 +206,11 @@ void direct_conv_forward(float* out, const float* in, const float* weight,
   part.stride = s.stride;
   part.out_pixel = s.K, part.out_row = int64_t(part.Q) * s.K;
   part.out_image = int64_t(part.P) * part.out_row;
-  run_conv(w, {part}, false);
+  run_conv(w, &part, 1, false);
 }
 
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
-                               const DirectConvShape& s, float* packed, bool accumulate) {
+                               const ConvGeometry& s, float* packed, bool accumulate) {
   // Each class of input pixels (h = stride * i + a, w = stride * j + b) is a stride-1 convolution
   // of d_out with the kernel offsets that reach it, flipped and with the channels swapped, written
   // to every stride-th pixel of every stride-th row of d_in (stride 1: one class, all of d_in).
@@ -219,7 +222,8 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
     int a, b, Ha, Wb;
     Taps tr, ts;
   };
-  std::vector<Class> classes;
+  Class classes[4];  // one per parity class: stride 1 or 2
+  int class_count = 0;
   for (int a = 0; a < s.stride; ++a)
     for (int b = 0; b < s.stride; ++b) {
       const int Ha = (s.H - a + s.stride - 1) / s.stride, Wb = (s.W - b + s.stride - 1) / s.stride;
@@ -227,7 +231,7 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
       const Taps tr = taps_of(a, s.pad, s.R, s.stride), ts = taps_of(b, s.pad, s.S, s.stride);
       float* out = d_in + (int64_t(a) * s.W + b) * s.C;
       if (tr.count > 0 && ts.count > 0) {
-        classes.push_back({a, b, Ha, Wb, tr, ts});
+        classes[class_count++] = {a, b, Ha, Wb, tr, ts};
         continue;
       }
       if (accumulate) continue;  // no kernel offset reaches these pixels: their gradient is 0
@@ -239,17 +243,19 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
                       sizeof(float) * size_t(s.C));
       }
     }
-  if (classes.empty()) return;
+  if (class_count == 0) return;
   ConvWindow w;
   w.in = d_out, w.images = s.N, w.H = P, w.W = Q, w.Cin = s.K, w.in_image = int64_t(P) * Q * s.K;
   w.row_shift = classes[0].tr.shift, w.col_shift = classes[0].ts.shift;
-  for (const Class& k : classes) {
+  for (int i = 0; i < class_count; ++i) {
+    const Class& k = classes[i];
     w.row_shift = std::min(w.row_shift, k.tr.shift);
     w.col_shift = std::min(w.col_shift, k.ts.shift);
   }
-  std::vector<ConvPart> parts;
+  ConvPart parts[4];
   float* wt = packed;
-  for (const Class& k : classes) {
+  for (int ci = 0; ci < class_count; ++ci) {
+    const Class& k = classes[ci];
     const int64_t taps = int64_t(k.tr.count) * k.ts.count;
     // wt (u, v, k, c) = weight (k, c, first_r - stride u, first_s - stride v), blocked by c.
 #pragma omp parallel for schedule(static)
@@ -267,20 +273,24 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
     part.out_image = in_image;
     part.out_pixel = int64_t(s.stride) * s.C, part.out_row = int64_t(s.stride) * s.W * s.C;
     w.Wp = std::max(w.Wp, part.col_offset + k.Wb + k.ts.count - 1);
-    parts.push_back(part);
+    parts[ci] = part;
     wt += taps * s.K * s.C;
   }
-  run_conv(w, parts, accumulate);
+  run_conv(w, parts, class_count, accumulate);
 }
 
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,
-                                  const DirectConvShape& s) {
+                                  const ConvGeometry& s) {
   avx512::DirectShape ds;
   ds.Wp = s.W + 2 * s.pad, ds.Cin = s.C, ds.Cout = s.K;
   ds.R = s.R, ds.S = s.S, ds.stride = s.stride, ds.P = s.P(), ds.Q = s.Q();
   const size_t count = size_t(s.K) * s.C * s.R * s.S;
   const int threads = omp_get_max_threads();
-  std::vector<float*> partials(size_t(threads), nullptr);
+  // Each thread's partial, for the sum in thread order (grown on first use, like the buffers).
+  // (A thread_local of the calling thread: the parallel region below uses it through a pointer.)
+  thread_local std::vector<float*> partial_list;
+  if (partial_list.size() < size_t(threads)) partial_list.resize(size_t(threads));
+  float** partials = partial_list.data();
   const int64_t in_image = int64_t(s.H) * s.W * s.C, out_image = int64_t(ds.P) * ds.Q * s.K;
   const int64_t RS = int64_t(s.R) * s.S;
 #pragma omp parallel num_threads(threads)

@@ -10,10 +10,10 @@ namespace nostrum::kernels::avx512 {
 
 // One image (or a band of its rows): the input already zero-padded.
 struct DirectShape {
-  int Wp = 0;              // padded input width (floats from one channel line to the next)
-  int Cin = 0, Cout = 0;   // channels in and out; Cout % 16 == 0
+  int Wp = 0;                    // padded input width (floats from one channel line to the next)
+  int Cin = 0, Cout = 0;         // channels in and out; Cout % 16 == 0
   int R = 1, S = 1, stride = 1;  // stride 1 or 2
-  int P = 0, Q = 0;        // output height and width
+  int P = 0, Q = 0;              // output height and width (the caller's ConvGeometry::P(), Q())
   // conv_rows only: floats from one output pixel to the next in a row, and from one output row to
   // the next (Cout and Q * Cout for a dense image; larger when the output is every other pixel of
   // a bigger image, as in the stride-2 data gradient's parity classes).

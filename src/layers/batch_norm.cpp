@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
@@ -20,10 +19,12 @@ namespace {
 // any thread count.
 constexpr int64_t kChunks = 64;
 
-int64_t chunk_count(int64_t rows) { return std::max<int64_t>(1, std::min(kChunks, rows)); }
+int64_t chunk_count(int64_t rows) {
+  return std::max<int64_t>(1, std::min(kChunks, rows));
+}
 
-// partial (chunks, C) doubles; per chunk, rows_fn(acc, first_row, row_count) sums its rows into acc.
-// total (C) = the chunks' sums added in chunk order.
+// partial (chunks, C) doubles; per chunk, rows_fn(acc, first_row, row_count) sums its rows into
+// acc. total (C) = the chunks' sums added in chunk order.
 template <typename RowsFn>
 void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, RowsFn rows_fn) {
   const int64_t chunks = chunk_count(rows);
@@ -193,15 +194,15 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  float* running_mean, float* running_var, const float* in,
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch) {
-  double* partial = scratch;                       // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;       // (C + 1): sums, then the count
+  double* partial = scratch;                  // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
   if (!options.reducer) {
     // One read of the input for both statistics: each chunk's mean and squared deviations from it
     // (two passes over a chunk that is still in cache), combined in chunk order with Chan et al.'s
     // pairwise update. Numerically safe like the two global passes, fixed order, one region.
     check_rows(static_cast<double>(rows), C);
-    double* chunk_mean = partial;                  // (kChunks, C)
-    double* chunk_m2 = partial + kChunks * C;      // (kChunks, C)
+    double* chunk_mean = partial;              // (kChunks, C)
+    double* chunk_m2 = partial + kChunks * C;  // (kChunks, C)
     const int64_t chunks = chunk_count(rows);
     const int64_t per = (rows + chunks - 1) / chunks;
     const double count = static_cast<double>(rows);
@@ -224,8 +225,8 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
       for (int c = 0; c < C; ++c) {
         double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
         for (int64_t k = 0; k < chunks; ++k) {
-          const double n_b = static_cast<double>(std::min(rows, (k + 1) * per) -
-                                                 std::min(rows, k * per));
+          const double n_b =
+              static_cast<double>(std::min(rows, (k + 1) * per) - std::min(rows, k * per));
           if (n_b <= 0.0) continue;
           const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
           mean_a += delta * (n_b / n_ab);
@@ -287,11 +288,11 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
 void batch_norm_forward_inference(float* out, const float* in, const float* gamma,
                                   const float* beta, const float* running_mean,
                                   const float* running_var, int64_t rows, int C,
-                                  const BatchNormOptions& options) {
+                                  const BatchNormOptions& options, float* scratch) {
   // Per channel once: invstd = 1 / sqrt(var + eps), then the training forward's row kernel with
   // the running statistics in place of the batch's (the same expression, so the same bits as before
   // the hoist: (x - mean) * (invstd * gamma) + beta (+ z), ReLU).
-  std::vector<float> invstd(static_cast<size_t>(C));  // C floats once per layer, not per row
+  float* invstd = scratch;  // C floats once per layer, not per row
   for (int c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(running_var[c] + options.eps);
 #pragma omp parallel
   {
@@ -299,7 +300,7 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     if (r1 > r0)
       normalize_rows(out + r0 * C, in + r0 * C,
-                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd.data(),
+                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd,
                      gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }
@@ -309,9 +310,9 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch) {
   const bool relu = options.fuse_relu;
-  double* partial_dy = scratch;                    // (kChunks, C)
-  double* partial_dyx = scratch + kChunks * C;     // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;       // (2C + 1): sum dy, sum dy*(x-mean), count
+  double* partial_dy = scratch;                 // (kChunks, C)
+  double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
   const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static)
@@ -321,8 +322,8 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     if (r1 > r0)
-      backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
-                        save_mean, r1 - r0, C);
+      backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr, save_mean,
+                        r1 - r0, C);
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
@@ -340,7 +341,8 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   if (options.reducer) options.reducer->sum(total, 2 * C + 1);
   const double count = total[2 * C];
   // d_in = gamma*invstd * (dy - mean(dy) - (x-mean) * invstd^2 * mean(dy*(x-mean))), per channel
-  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as floats.
+  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as
+  // floats.
   float* coef = reinterpret_cast<float*>(partial_dy);  // (3, C) floats
   for (int c = 0; c < C; ++c) {
     const double invstd = save_invstd[c];
@@ -357,8 +359,8 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     if (r1 > r0)
-      backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
-                          relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
+      backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
+                          save_mean, ca, ck, cb, r1 - r0, C);
   }
 }
 

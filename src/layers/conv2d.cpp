@@ -48,13 +48,6 @@ void check_geometry(const ConvGeometry& g) {
                 "increase the input size or the padding");
 }
 
-kernels::DirectConvShape direct_shape(const ConvGeometry& g) {
-  kernels::DirectConvShape s;
-  s.N = g.N, s.H = g.H, s.W = g.W, s.C = g.C, s.K = g.K, s.R = g.R, s.S = g.S;
-  s.stride = g.stride, s.pad = g.pad;
-  return s;
-}
-
 // Everything a call decides from the geometry: no allocation, no state. The scratch holds
 // [packed weights or their gradient (K, R*S*C)] [column region]; the column region holds im2col
 // tiles, or per-thread weight-gradient partials followed by tiles. Its size does not depend on the
@@ -84,9 +77,7 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   plan.partial_floats = Arena::padded(size_t(g.K) * plan.row_length);
   // The direct kernels reorder the weights into the same region.
   const size_t direct_floats =
-      kernels::direct_conv_available()
-          ? Arena::padded(kernels::direct_conv_packed_floats(direct_shape(g)))
-          : 0;
+      kernels::direct_conv_available() ? Arena::padded(kernels::direct_conv_packed_floats(g)) : 0;
   plan.pack_floats = std::max(plan.pack ? plan.partial_floats : size_t(0), direct_floats);
   const size_t budget =
       options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
@@ -101,10 +92,9 @@ enum class Pass { kForward, kBackwardData, kBackwardWeights };
 // Whether a pass runs on the direct kernels (see ConvAlgorithm).
 bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
   if (algorithm == ConvAlgorithm::kGemm) return false;
-  const kernels::DirectConvShape s = direct_shape(g);
-  const bool fits = pass == Pass::kForward           ? kernels::direct_conv_forward_fits(s)
-                    : pass == Pass::kBackwardData    ? kernels::direct_conv_backward_data_fits(s)
-                                                     : kernels::direct_conv_backward_weights_fits(s);
+  const bool fits = pass == Pass::kForward        ? kernels::direct_conv_forward_fits(g)
+                    : pass == Pass::kBackwardData ? kernels::direct_conv_backward_data_fits(g)
+                                                  : kernels::direct_conv_backward_weights_fits(g);
   if (!fits) return false;
   if (algorithm == ConvAlgorithm::kDirect) return true;
   // kAuto, from nostrum-conv-bench --algorithm all (tools/bench/README.md): the direct kernels win
@@ -134,8 +124,9 @@ int64_t per_thread_tile_rows(const Plan& plan, Pass pass, int threads) {
 }
 
 // The piece size when `total` items are cut into pieces of at most `most`, their count rounded up
-// to a multiple of `threads`: every thread gets as many pieces (a conv with few rows, e.g. ResNet-50's
-// last stage at 64x64 input, would otherwise be one tile on one thread while the others idle).
+// to a multiple of `threads`: every thread gets as many pieces (a conv with few rows, e.g.
+// ResNet-50's last stage at 64x64 input, would otherwise be one tile on one thread while the others
+// idle).
 int64_t balanced_piece(int64_t total, int64_t most, int threads) {
   int64_t pieces = (total + most - 1) / most;
   pieces = std::min(total, (pieces + threads - 1) / threads * threads);
@@ -205,7 +196,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
                     float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
   if (use_direct(g, Pass::kForward, options.algorithm)) {
-    kernels::direct_conv_forward(out, in, weight, direct_shape(g), scratch);
+    kernels::direct_conv_forward(out, in, weight, g, scratch);
     return;
   }
   const int threads = omp_get_max_threads();
@@ -264,7 +255,7 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
   if (use_direct(g, Pass::kBackwardWeights, options.algorithm)) {
-    kernels::direct_conv_backward_weights(d_weight, d_out, in, direct_shape(g));
+    kernels::direct_conv_backward_weights(d_weight, d_out, in, g);
     return;
   }
   const int threads = omp_get_max_threads();
@@ -327,8 +318,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
                           const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
   if (use_direct(g, Pass::kBackwardData, options.algorithm)) {
-    kernels::direct_conv_backward_data(d_in, d_out, weight, direct_shape(g), scratch,
-                                       options.accumulate_d_in);
+    kernels::direct_conv_backward_data(d_in, d_out, weight, g, scratch, options.accumulate_d_in);
     return;
   }
   const int threads = omp_get_max_threads();
@@ -350,8 +340,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
            d_in, int(L));
       return;
     }
-    const int64_t tile =
-        balanced_piece(plan.rows, per_thread_tile_rows(plan, Pass::kBackwardData, threads), threads);
+    const int64_t tile = balanced_piece(
+        plan.rows, per_thread_tile_rows(plan, Pass::kBackwardData, threads), threads);
     const int64_t tiles = (plan.rows + tile - 1) / tile;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < tiles; ++i) {

@@ -1,6 +1,10 @@
-// ResNet model: shape inference and arena layout (build), torchvision init, forward with batch or
-// running statistics, loss, and backward in reverse state_dict order so the gradient-ready watermark
-// only decreases (a block's downsample branch before its main path).
+// ResNet model as one table: build() turns the architecture into a list of blocks (the stem, each
+// residual block, the head), each a short list of layers (conv, batch norm, max-pool, global
+// average pool, linear) in state_dict order. The parameter table, the arenas, init, forward,
+// backward and the FLOP counts all walk that one list; what differs by layer kind is one switch per
+// action below, so a new layer kind is a new LayerKind and its cases (the compiler's -Wswitch names
+// any action that lacks one). Activations are NHWC (N, H, W, C); gradients of block boundaries and
+// of layers inside a block live in four buffers assigned once by build().
 #include "nostrum/model/model.hpp"
 
 #include <omp.h>
@@ -10,6 +14,7 @@
 #include <utility>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/splitmix64.hpp"
 #include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/layers/conv2d.hpp"
 #include "nostrum/layers/cross_entropy.hpp"
@@ -22,63 +27,540 @@ namespace nostrum::model {
 
 namespace {
 
-// A convolution followed by batch norm (and optionally ReLU, fused into the BN).
-struct ConvBn {
-  std::string conv_name, bn_name;
-  layers::ConvGeometry g;  // N = max batch; forward/backward use a copy with N = the batch
-  bool relu = false;
-  size_t weight = 0, gamma = 0, beta = 0, running_mean = 0, running_var = 0, batches = 0;  // table
-  float* c = nullptr;  // conv output (N,P,Q,K)
-  float* a = nullptr;  // BN(+ReLU) output (N,P,Q,K)
-  float* save_mean = nullptr;
-  float* save_invstd = nullptr;
-  int64_t out_per_image() const { return int64_t(g.P()) * g.Q() * g.K; }
+// ---------------------------------------------------------------------------------------------
+// The table: layers and blocks
+// ---------------------------------------------------------------------------------------------
+
+enum class LayerKind { kConv, kBatchNorm, kMaxPool, kGlobalAvgPool, kLinear };
+
+// One image's activation shape (H, W, C); (1, 1, C) for a feature vector.
+struct ImageShape {
+  int H = 1, W = 1, C = 1;
+  int64_t floats() const { return int64_t(H) * W * C; }
 };
 
+struct Layer {
+  LayerKind kind = LayerKind::kConv;
+  std::string
+      name;  // torchvision's module name ("layer1.0.conv1"): parameter keys and the observer
+  ImageShape in, out;
+  layers::ConvGeometry conv;  // kConv; N = max batch (a pass uses a copy with N = the batch)
+  layers::PoolGeometry pool;  // kMaxPool; likewise
+  bool relu = false;          // kBatchNorm: ReLU fused into it
+  bool last_of_residual_path = false;  // kBatchNorm: gamma starts at 0 with zero_init_residual
+  bool input_gradient = true;          // false for the model's first layer (the images)
+  size_t first_parameter = 0;          // table index of its first entry (parameter_specs order)
+  // Tensors, set by build. input: (N, in) images, arena or another layer's output.
+  const float* input = nullptr;
+  float* output = nullptr;        // (N, out)
+  float* batch_mean = nullptr;    // kBatchNorm: the training batch's mean (C), kept for backward
+  float* batch_invstd = nullptr;  // kBatchNorm: its 1/sqrt(var + eps) (C)
+  int32_t* winners = nullptr;     // kMaxPool: each output's winning input position (N, out)
+};
+
+// A run of layers with one input and one output; a residual block adds a shortcut:
+// block_output = ReLU(path(block_input) + shortcut(block_input)), the add and the ReLU fused into
+// the path's last batch norm. An empty shortcut is the identity.
 struct Block {
-  std::string add_name;
-  std::vector<ConvBn> path;
-  bool has_down = false;
-  ConvBn down;
-  const float* in = nullptr;  // block input (N,H,W,C): previous block's output, pool or stem
-  int64_t in_per_image = 0;
-  float* out() const { return path.back().a; }  // add+ReLU runs in place on the last BN's output
+  std::vector<Layer> path;
+  bool residual = false;
+  std::vector<Layer> shortcut;  // residual only: the downsample layers, or empty
+  std::string add_name;         // residual: "layer1.0.add", the add + ReLU gradient's name
+  // Gradient buffers, assigned by build: the block's output gradient, and its input's. A residual
+  // block with an identity shortcut has d_block_input == d_block_output (the path adds onto it);
+  // the first block has none (the images need no gradient).
+  float* d_block_output = nullptr;
+  float* d_block_input = nullptr;
+  const float* input() const { return path.front().input; }
+  float* output() const { return path.back().output; }
+  ImageShape out() const { return path.back().out; }
 };
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+// ---- the layers a builder appends: each takes the previous output shape ----
+
+Layer conv_layer(const std::string& name, ImageShape in, int K, int R, int stride, int pad) {
+  Layer l;
+  l.kind = LayerKind::kConv;
+  l.name = name;
+  l.in = in;
+  l.conv = layers::ConvGeometry{1, in.H, in.W, in.C, K, R, R, stride, pad};
+  l.out = ImageShape{l.conv.P(), l.conv.Q(), K};
+  return l;
+}
+
+Layer batch_norm_layer(const std::string& name, ImageShape in, bool relu) {
+  Layer l;
+  l.kind = LayerKind::kBatchNorm;
+  l.name = name;
+  l.in = l.out = in;
+  l.relu = relu;
+  return l;
+}
+
+Layer max_pool_layer(const std::string& name, ImageShape in, int R, int stride, int pad) {
+  Layer l;
+  l.kind = LayerKind::kMaxPool;
+  l.name = name;
+  l.in = in;
+  l.pool = layers::PoolGeometry{1, in.H, in.W, in.C, R, R, stride, pad};
+  l.out = ImageShape{l.pool.P(), l.pool.Q(), in.C};
+  return l;
+}
+
+Layer global_avg_pool_layer(const std::string& name, ImageShape in) {
+  Layer l;
+  l.kind = LayerKind::kGlobalAvgPool;
+  l.name = name;
+  l.in = in;
+  l.out = ImageShape{1, 1, in.C};
+  return l;
+}
+
+Layer linear_layer(const std::string& name, ImageShape in, int outputs) {
+  Layer l;
+  l.kind = LayerKind::kLinear;
+  l.name = name;
+  l.in = in;
+  l.out = ImageShape{1, 1, outputs};
+  return l;
+}
+
+// Appends conv + BN (+ ReLU) named prefix + conv_name / bn_name to `layers`; returns the output.
+ImageShape conv_bn(std::vector<Layer>& layers, const std::string& conv_name,
+                   const std::string& bn_name, ImageShape in, int K, int R, int stride, int pad,
+                   bool relu) {
+  layers.push_back(conv_layer(conv_name, in, K, R, stride, pad));
+  layers.push_back(batch_norm_layer(bn_name, layers.back().out, relu));
+  return layers.back().out;
+}
+
+// ---- the blocks: torchvision's ResNet stem, BasicBlock, Bottleneck (v1.5) and head ----
+
+Block stem_block(const ResNetSpec& spec, ImageShape image) {
+  Block b;
+  if (spec.imagenet_stem) {
+    const ImageShape x = conv_bn(b.path, "conv1", "bn1", image, spec.base_width, 7, 2, 3, true);
+    b.path.push_back(max_pool_layer("maxpool", x, 3, 2, 1));
+  } else {
+    conv_bn(b.path, "conv1", "bn1", image, spec.base_width, 3, 1, 1, true);
+  }
+  b.path.front().input_gradient = false;
+  return b;
+}
+
+// A residual block "layer<stage>.<index>": BasicBlock (3x3, 3x3) or Bottleneck (1x1, 3x3 with the
+// stride, 1x1 to 4 x planes), with a 1x1-conv + BN downsample where the shape changes.
+Block residual_block(const std::string& prefix, ImageShape in, int planes, int stride,
+                     bool bottleneck) {
+  Block b;
+  b.residual = true;
+  b.add_name = prefix + "add";
+  const int out_channels = bottleneck ? planes * 4 : planes;
+  ImageShape x = in;
+  if (bottleneck) {
+    x = conv_bn(b.path, prefix + "conv1", prefix + "bn1", x, planes, 1, 1, 0, true);
+    x = conv_bn(b.path, prefix + "conv2", prefix + "bn2", x, planes, 3, stride, 1, true);
+    conv_bn(b.path, prefix + "conv3", prefix + "bn3", x, out_channels, 1, 1, 0, false);
+  } else {
+    x = conv_bn(b.path, prefix + "conv1", prefix + "bn1", x, planes, 3, stride, 1, true);
+    conv_bn(b.path, prefix + "conv2", prefix + "bn2", x, planes, 3, 1, 1, false);
+  }
+  b.path.back().last_of_residual_path = true;
+  if (stride != 1 || in.C != out_channels)
+    conv_bn(b.shortcut, prefix + "downsample.0", prefix + "downsample.1", in, out_channels, 1,
+            stride, 0, false);
+  return b;
+}
+
+Block head_block(ImageShape in, int classes) {
+  Block b;
+  b.path.push_back(global_avg_pool_layer("avgpool", in));
+  b.path.push_back(linear_layer("fc", b.path.back().out, classes));
+  return b;
+}
+
+// The one table: every block of the model, in state_dict (and forward) order.
+std::vector<Block> resnet_blocks(const ResNetSpec& spec, ImageShape image) {
+  std::vector<Block> blocks;
+  blocks.push_back(stem_block(spec, image));
+  ImageShape x = blocks.back().out();
+  for (size_t stage = 0; stage < spec.blocks.size(); ++stage) {
+    const int planes = spec.base_width << stage;
+    for (int i = 0; i < spec.blocks[stage]; ++i) {
+      const int stride = (stage > 0 && i == 0) ? 2 : 1;
+      const std::string prefix =
+          "layer" + std::to_string(stage + 1) + "." + std::to_string(i) + ".";
+      blocks.push_back(residual_block(prefix, x, planes, stride, spec.bottleneck));
+      x = blocks.back().out();
+    }
+  }
+  blocks.push_back(head_block(x, spec.num_classes));
+  for (const Block& b : blocks)  // forward fuses the add + ReLU into it
+    NOSTRUM_CHECK(!b.residual || b.path.back().kind == LayerKind::kBatchNorm, ShapeError,
+                  "a residual path must end in a batch norm", "model " + spec.name);
+  return blocks;
+}
+
+// Every layer of the table in state_dict order: a block's path, then its shortcut.
+template <class Blocks, class Fn>
+void for_each_layer(Blocks& blocks, Fn&& fn) {
+  for (auto& b : blocks) {
+    for (auto& l : b.path) fn(l);
+    for (auto& l : b.shortcut) fn(l);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What each layer kind has: parameters, sizes, FLOPs, init
+// ---------------------------------------------------------------------------------------------
+
+struct ParameterSpec {
+  std::string suffix;  // appended to the layer name: the state_dict key
+  Shape shape;
+  ParameterKind kind;
+};
+
+// Entry k of a layer's parameters and buffers, as parameter_specs lists them: a conv's or linear's
+// weight and bias, a batch norm's gamma ("weight"), beta ("bias") and running statistics.
+namespace entry {
+constexpr int kWeight = 0, kBias = 1, kRunningMean = 2, kRunningVar = 3, kBatchesTracked = 4;
+}
+
+// The parameters and buffers of a layer, in state_dict order; the first is what gradient-ready
+// reports (a conv's or linear's weight, a BN's gamma: every later entry is final with it).
+std::vector<ParameterSpec> parameter_specs(const Layer& l) {
+  const int C = l.in.C, K = l.out.C;
+  switch (l.kind) {
+    case LayerKind::kConv:
+      return {{".weight", Shape{K, C, l.conv.R, l.conv.S}, ParameterKind::kWeight}};
+    case LayerKind::kBatchNorm:
+      return {{".weight", Shape{C}, ParameterKind::kNormScale},
+              {".bias", Shape{C}, ParameterKind::kNormShift},
+              {".running_mean", Shape{C}, ParameterKind::kBuffer},
+              {".running_var", Shape{C}, ParameterKind::kBuffer},
+              {".num_batches_tracked", Shape{}, ParameterKind::kBuffer}};
+    case LayerKind::kLinear:
+      return {{".weight", Shape{K, C}, ParameterKind::kWeight},
+              {".bias", Shape{K}, ParameterKind::kBias}};
+    case LayerKind::kMaxPool:
+    case LayerKind::kGlobalAvgPool:
+      return {};
+  }
+  return {};
+}
+
+// Multiply-adds x2 of one image's forward pass (conv and linear; 0 for the rest). Backward-data
+// and backward-weights cost the same each.
+double forward_flops_per_image(const Layer& l) {
+  switch (l.kind) {
+    case LayerKind::kConv: {
+      layers::ConvGeometry one = l.conv;
+      one.N = 1;
+      return one.forward_flops();
+    }
+    case LayerKind::kLinear:
+      return 2.0 * l.in.C * l.out.C;
+    case LayerKind::kBatchNorm:
+    case LayerKind::kMaxPool:
+    case LayerKind::kGlobalAvgPool:
+      return 0.0;
+  }
+  return 0.0;
 }
 
 // Uniform in (0, 1) from a counter: element i of stream `key` (thread-count independent).
 double uniform01(uint64_t key, uint64_t i) {
-  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return (static_cast<double>(splitmix64(key ^ splitmix64(i)) >> 11) + 0.5) *
+         (1.0 / 9007199254740992.0);
+}
+
+// Kaiming normal (Box-Muller from counter-based uniforms).
+void fill_normal(Parameter& p, uint64_t key, double stddev) {
+  const int64_t n = p.numel();
+  float* v = p.value;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
+    v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
+                              std::cos(6.283185307179586 * u2));
+  }
+}
+
+void fill_uniform(Parameter& p, uint64_t key, double bound) {
+  const int64_t n = p.numel();
+  float* v = p.value;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
+}
+
+void fill(Parameter& p, float value) {
+  std::fill(p.value, p.value + p.numel(), value);
+}
+
+// Torchvision's initialisation of one layer's parameters; entry k's random stream is keyed by the
+// seed and its table index.
+void init_layer(const Layer& l, ParameterTable& table, uint64_t seed, bool zero_init_residual) {
+  auto key = [&](size_t k) { return splitmix64(seed * 0x100000001B3ull + l.first_parameter + k); };
+  Parameter* p = table.data() + l.first_parameter;
+  switch (l.kind) {
+    case LayerKind::kConv:  // Kaiming normal, mode fan_out, ReLU gain: std = sqrt(2 / (K*R*S))
+      fill_normal(p[entry::kWeight], key(entry::kWeight),
+                  std::sqrt(2.0 / (l.conv.K * l.conv.R * l.conv.S)));
+      break;
+    case LayerKind::kBatchNorm:  // gamma, beta, running mean, running var, num_batches_tracked
+      fill(p[entry::kWeight], zero_init_residual && l.last_of_residual_path ? 0.0f : 1.0f);
+      fill(p[entry::kBias], 0.0f);
+      fill(p[entry::kRunningMean], 0.0f);
+      fill(p[entry::kRunningVar], 1.0f);
+      fill(p[entry::kBatchesTracked], 0.0f);
+      break;
+    case LayerKind::kLinear: {  // nn.Linear's default: uniform(+-1/sqrt(fan_in)), weight and bias
+      const double bound = 1.0 / std::sqrt(static_cast<double>(l.in.C));
+      fill_uniform(p[entry::kWeight], key(entry::kWeight), bound);
+      fill_uniform(p[entry::kBias], key(entry::kBias), bound);
+      break;
+    }
+    case LayerKind::kMaxPool:
+    case LayerKind::kGlobalAvgPool:
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward and backward of one layer, one chain of layers, one block
+// ---------------------------------------------------------------------------------------------
+
+// What a forward or backward pass shares: the batch, the parameters, scratch and the hooks.
+struct Pass {
+  explicit Pass(ParameterTable& parameters) : table(parameters) {}
+  ParameterTable& table;
+  Reducer* reducer = nullptr;
+  LayerObserver* observer = nullptr;
+  const GradientReadyCallback* on_ready = nullptr;
+  layers::ConvOptions conv_options;  // every conv pass's (defaults; see Impl::conv_options)
+  float* conv_scratch = nullptr;
+  double* norm_scratch = nullptr;   // batch_norm_scratch_doubles
+  float* running_invstd = nullptr;  // eval batch norm: C floats
+  int n = 0;                        // images in this batch
+  bool training = false;
+  float* temp[2] = {nullptr, nullptr};  // gradients inside a block (N, largest activation)
+
+  const Parameter& param(const Layer& l, int k) const { return table[l.first_parameter + k]; }
+  template <class Fn>
+  void timed(const std::string& name, Phase phase, Fn&& fn) const {
+    if (!observer) {
+      fn();
+      return;
+    }
+    const double t0 = omp_get_wtime();
+    fn();
+    observer->on_layer(name, phase, t0, omp_get_wtime());
+  }
+  void ready(const Layer& l) const {
+    if (on_ready && *on_ready) (*on_ready)(param(l, entry::kWeight).offset);
+  }
+  int64_t rows(const ImageShape& s) const { return int64_t(n) * s.H * s.W; }
+};
+
+void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
+  layers::BatchNormOptions o;
+  o.fuse_relu = l.relu || residual != nullptr;  // a residual add is always followed by ReLU
+  o.residual = residual;
+  o.reducer = s.reducer;
+  const int C = l.out.C;
+  if (s.training) {
+    layers::batch_norm_forward_training(
+        l.output, l.batch_mean, l.batch_invstd, s.param(l, entry::kRunningMean).value,
+        s.param(l, entry::kRunningVar).value, l.input, s.param(l, entry::kWeight).value,
+        s.param(l, entry::kBias).value, s.rows(l.in), C, o, s.norm_scratch);
+    s.param(l, entry::kBatchesTracked).value[0] += 1.0f;
+  } else {
+    layers::batch_norm_forward_inference(
+        l.output, l.input, s.param(l, entry::kWeight).value, s.param(l, entry::kBias).value,
+        s.param(l, entry::kRunningMean).value, s.param(l, entry::kRunningVar).value, s.rows(l.in),
+        C, o, s.running_invstd);
+  }
+}
+
+// l.output = layer(l.input); a batch norm adds `residual` (then ReLU) when given.
+void forward_layer(const Pass& s, const Layer& l, const float* residual = nullptr) {
+  s.timed(l.name, Phase::kForward, [&] {
+    switch (l.kind) {
+      case LayerKind::kConv: {
+        layers::ConvGeometry g = l.conv;
+        g.N = s.n;
+        layers::conv2d_forward(l.output, l.input, s.param(l, entry::kWeight).value, g,
+                               s.conv_scratch, s.conv_options);
+        break;
+      }
+      case LayerKind::kBatchNorm:
+        batch_norm_forward(s, l, residual);
+        break;
+      case LayerKind::kMaxPool: {
+        layers::PoolGeometry g = l.pool;
+        g.N = s.n;
+        layers::max_pool_forward(l.output, l.winners, l.input, g);
+        break;
+      }
+      case LayerKind::kGlobalAvgPool:
+        layers::global_avg_pool_forward(l.output, l.input, s.n, l.in.H * l.in.W, l.in.C);
+        break;
+      case LayerKind::kLinear:
+        layers::linear_forward(l.output, l.input, s.param(l, entry::kWeight).value,
+                               s.param(l, entry::kBias).value, s.n, l.in.C, l.out.C);
+        break;
+    }
+  });
+}
+
+void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d_output,
+                   bool accumulate) {
+  layers::ConvGeometry g = l.conv;
+  g.N = s.n;
+  // The weight gradient first: it is ready for the allreduce before the data gradient runs.
+  s.timed(l.name, Phase::kBackwardWeights, [&] {
+    layers::conv2d_backward_weights(s.param(l, entry::kWeight).grad, d_output, l.input, g,
+                                    s.conv_scratch, s.conv_options);
+  });
+  s.ready(l);
+  if (!l.input_gradient) return;
+  s.timed(l.name, Phase::kBackward, [&] {
+    layers::ConvOptions options = s.conv_options;
+    options.accumulate_d_in = accumulate;
+    layers::conv2d_backward_data(d_input, d_output, s.param(l, entry::kWeight).value, g,
+                                 s.conv_scratch, options);
+  });
+}
+
+// d_input = the gradient of l's input from d_output (+= with accumulate: convs only). A batch
+// norm may work in place (d_input == d_output); the other kinds may not.
+void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_output,
+                    bool accumulate) {
+  NOSTRUM_CHECK(!accumulate || l.kind == LayerKind::kConv, ShapeError,
+                "only a conv can add its input gradient onto another", "layer " + l.name);
+  if (l.kind == LayerKind::kConv) return conv_backward(s, l, d_input, d_output, accumulate);
+  s.timed(l.name, Phase::kBackward, [&] {
+    switch (l.kind) {
+      case LayerKind::kBatchNorm: {
+        layers::BatchNormOptions o;
+        o.fuse_relu = l.relu;
+        o.reducer = s.reducer;
+        layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
+                                    s.param(l, entry::kBias).grad, d_output, l.input, l.output,
+                                    s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
+                                    s.rows(l.in), l.in.C, o, s.norm_scratch);
+        break;
+      }
+      case LayerKind::kMaxPool: {
+        layers::PoolGeometry g = l.pool;
+        g.N = s.n;
+        layers::max_pool_backward(d_input, d_output, l.winners, g);
+        break;
+      }
+      case LayerKind::kGlobalAvgPool:
+        layers::global_avg_pool_backward(d_input, d_output, s.n, l.in.H * l.in.W, l.in.C);
+        break;
+      case LayerKind::kLinear:
+        layers::linear_backward(d_input, s.param(l, entry::kWeight).grad,
+                                s.param(l, entry::kBias).grad, d_output, l.input,
+                                s.param(l, entry::kWeight).value, s.n, l.in.C, l.out.C);
+        break;
+      case LayerKind::kConv:
+        break;
+    }
+  });
+  if (l.kind == LayerKind::kBatchNorm || l.kind == LayerKind::kLinear) s.ready(l);
+}
+
+// Backward through a chain of layers, last first: d_chain_output is the gradient of its output
+// (left unchanged unless it is one of the pass's temps); the first layer writes d_chain_input (or
+// adds onto it with accumulate). Gradients in between alternate between the two temps; a batch
+// norm works in place on a temp.
+void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_chain_input,
+                    bool accumulate, float* d_chain_output) {
+  float* d_output = d_chain_output;
+  for (size_t i = chain.size(); i-- > 1;) {
+    const Layer& l = chain[i];
+    const bool in_temp = d_output == s.temp[0] || d_output == s.temp[1];
+    float* d_input = (l.kind == LayerKind::kBatchNorm && in_temp) ? d_output
+                     : (d_output == s.temp[0])                    ? s.temp[1]
+                                                                  : s.temp[0];
+    backward_layer(s, l, d_input, d_output, false);
+    d_output = d_input;
+  }
+  backward_layer(s, chain.front(), d_chain_input, d_output, accumulate);
+}
+
+void forward_block(const Pass& s, const Block& b) {
+  if (!b.residual) {
+    for (const Layer& l : b.path) forward_layer(s, l);
+    return;
+  }
+  // The shortcut first, so that the path's last BN adds it and applies the ReLU in its own pass:
+  // out = relu(bn(conv(...)) + shortcut), bit-identical to BN, then add + ReLU.
+  for (const Layer& l : b.shortcut) forward_layer(s, l);
+  const float* shortcut = b.shortcut.empty() ? b.input() : b.shortcut.back().output;
+  for (size_t i = 0; i + 1 < b.path.size(); ++i) forward_layer(s, b.path[i]);
+  forward_layer(s, b.path.back(), shortcut);
+}
+
+// Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
+void backward_block(const Pass& s, const Block& b) {
+  if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
+  // The ReLU after the add: d_residual_sum = d_block_output where the output is positive, in
+  // place. It is the gradient of both addends: the shortcut's output and the path's.
+  float* d_residual_sum = b.d_block_output;
+  s.timed(b.add_name, Phase::kBackward, [&] {
+    layers::add_relu_backward(d_residual_sum, d_residual_sum, b.output(),
+                              s.rows(b.out()) * b.out().C);
+  });
+  // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
+  // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
+  if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
+  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
+}
+
+// A block's path and shortcut both read the block input: the previous block's output (the first
+// block's: the images, set by forward).
+void set_block_input(Block& b, const float* input) {
+  b.path.front().input = input;
+  if (!b.shortcut.empty()) b.shortcut.front().input = input;
 }
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Model
+// ---------------------------------------------------------------------------------------------
+
 struct Model::Impl {
-  ConvBn stem;
-  bool has_pool = false;
-  layers::PoolGeometry pool;
-  float* pool_out = nullptr;
-  std::vector<int32_t> argmax;  // (N,P,Q,C) of the max-pool
-  std::vector<Block> blocks;
-  std::vector<size_t> last_gammas;  // table indices of each block's last BN gamma
-  int fc_in = 0, fc_out = 0;
-  size_t fc_weight = 0, fc_bias = 0;
-  int final_hw = 0;
-  float* pooled = nullptr;    // (N, fc_in)
-  float* logits = nullptr;    // (N, classes)
-  float* d_logits = nullptr;  // (N, classes)
-  float* d_pooled = nullptr;  // (N, fc_in)
-  float* grad[4] = {};        // (N, max activation per image) each
-  std::vector<double> bn_scratch;
+  std::vector<Block> blocks;  // the table
+  std::vector<double> norm_scratch;
+  std::vector<int32_t> winners;  // every max-pool's winner indices
   float* conv_scratch = nullptr;
-  const float* input = nullptr;  // the last forward's images (the stem's backward reads them)
-  std::string pool_name = "maxpool", avgpool_name = "avgpool", fc_name = "fc";
+  float* running_invstd = nullptr;  // eval batch norm (largest C)
+  float* d_logits = nullptr;        // (N, classes), written by loss
+  float* gradient_buffers[4] = {};  // (N, largest activation) each: two boundaries, two temps
+  // The options every conv pass starts from (and that size the conv scratch): the defaults.
+  layers::ConvOptions conv_options;
+  const Layer& last() const { return blocks.back().path.back(); }
+  Pass pass(Model& m, int n, bool training) {
+    Pass s(m.table_);
+    s.reducer = m.reducer_;
+    s.observer = m.observer_;
+    s.conv_options = conv_options;
+    s.conv_scratch = conv_scratch;
+    s.norm_scratch = norm_scratch.data();
+    s.running_invstd = running_invstd;
+    s.n = n;
+    s.training = training;
+    s.temp[0] = gradient_buffers[2];
+    s.temp[1] = gradient_buffers[3];
+    return s;
+  }
+  void allocate_activations(Model& m, int max_batch);
+  void link_tensors();
 };
 
 std::unique_ptr<Model> Model::create(const ModelConfig& config) {
@@ -87,6 +569,83 @@ std::unique_ptr<Model> Model::create(const ModelConfig& config) {
 
 Model::Model(const ResNetSpec& spec) : spec_(spec), impl_(std::make_unique<Impl>()) {}
 Model::~Model() = default;
+
+// Every activation tensor from one arena (counted in a first walk, taken in a second), in table
+// order, and the scratch sized for the largest conv and batch norm.
+void Model::Impl::allocate_activations(Model& m, int max_batch) {
+  const size_t N = static_cast<size_t>(max_batch);
+  int64_t largest = 0;  // floats per image of any activation (the gradient buffers' size)
+  int max_channels = 0;
+  size_t conv_floats = 0, norm_doubles = 0, winner_count = 0;
+  for_each_layer(blocks, [&](Layer& l) {
+    largest = std::max({largest, l.in.floats(), l.out.floats()});
+    max_channels = std::max(max_channels, l.out.C);
+    if (l.kind == LayerKind::kConv) {
+      l.conv.N = max_batch;
+      conv_floats = std::max(conv_floats, layers::conv2d_scratch_floats(l.conv, conv_options));
+    }
+    if (l.kind == LayerKind::kBatchNorm)
+      norm_doubles = std::max(norm_doubles, layers::batch_norm_scratch_doubles(l.out.C));
+    if (l.kind == LayerKind::kMaxPool) l.pool.N = max_batch;
+    if (l.kind == LayerKind::kMaxPool) winner_count += N * l.out.floats();
+  });
+  auto walk = [&](auto&& take) {
+    for_each_layer(blocks, [&](Layer& l) {
+      l.output = take(N * l.out.floats());
+      if (l.kind == LayerKind::kBatchNorm) {
+        l.batch_mean = take(l.out.C);
+        l.batch_invstd = take(l.out.C);
+      }
+    });
+    running_invstd = take(max_channels);
+    d_logits = take(N * last().out.C);
+    for (float*& g : gradient_buffers) g = take(N * largest);
+  };
+  size_t activation_floats = 0;
+  walk([&](size_t count) -> float* {
+    activation_floats += Arena::padded(count);
+    return nullptr;
+  });
+  m.activations_ = Arena(activation_floats, m.spec_.name + " activations");
+  walk([&](size_t count) { return m.activations_.take(count, "activations"); });
+  m.scratch_ = Arena(conv_floats, m.spec_.name + " conv scratch");
+  conv_scratch = m.scratch_.data();
+  norm_scratch.assign(norm_doubles, 0.0);
+  winners.assign(winner_count, 0);
+  int32_t* w = winners.data();
+  for_each_layer(blocks, [&](Layer& l) {
+    if (l.kind != LayerKind::kMaxPool) return;
+    l.winners = w;
+    w += N * l.out.floats();
+  });
+}
+
+// Each layer reads the previous one's output; then the gradient buffers of every block.
+void Model::Impl::link_tensors() {
+  const float* x = nullptr;
+  for (Block& b : blocks) {
+    set_block_input(b, x);
+    for (auto* chain : {&b.path, &b.shortcut})
+      for (size_t i = 1; i < chain->size(); ++i) (*chain)[i].input = (*chain)[i - 1].output;
+    x = b.output();
+  }
+  // Gradients, last block first: each block's output gradient is the next block's input
+  // gradient; block boundaries alternate between two buffers, except that an identity shortcut
+  // keeps its block's (the path adds onto it).
+  float* d_block_output = d_logits;
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    Block& b = *it;
+    b.d_block_output = d_block_output;
+    if (&b == &blocks.front())
+      b.d_block_input = nullptr;  // the images
+    else if (b.residual && b.shortcut.empty())
+      b.d_block_input = d_block_output;
+    else
+      b.d_block_input =
+          d_block_output == gradient_buffers[0] ? gradient_buffers[1] : gradient_buffers[0];
+    d_block_output = b.d_block_input;
+  }
+}
 
 void Model::build(int max_batch, int height, int width) {
   NOSTRUM_CHECK(impl_->blocks.empty(), ShapeError, "model already built", "model " + spec_.name);
@@ -98,85 +657,30 @@ void Model::build(int max_batch, int height, int width) {
   height_ = height;
   width_ = width;
   Impl& m = *impl_;
-  auto add = [&](const std::string& name, Shape shape, ParameterKind kind) {
-    Parameter p;
-    p.name = name;
-    p.shape = shape;
-    p.kind = kind;
-    table_.push_back(p);
-    return table_.size() - 1;
-  };
-  auto make_conv_bn = [&](const std::string& conv_name, const std::string& bn_name, int C, int K,
-                          int R, int stride, int pad, int H, int W, bool relu) {
-    ConvBn cb;
-    cb.conv_name = conv_name;
-    cb.bn_name = bn_name;
-    cb.g = layers::ConvGeometry{max_batch, H, W, C, K, R, R, stride, pad};
-    NOSTRUM_CHECK(H + 2 * pad >= R && W + 2 * pad >= R, ShapeError,
-                  "image " + std::to_string(height) + "x" + std::to_string(width) +
-                      " is too small: " + conv_name + " gets " + std::to_string(H) + "x" +
-                      std::to_string(W),
-                  "model " + spec_.name, "use a larger image size");
-    cb.relu = relu;
-    cb.weight = add(conv_name + ".weight", Shape{K, C, R, R}, ParameterKind::kWeight);
-    cb.gamma = add(bn_name + ".weight", Shape{K}, ParameterKind::kNormScale);
-    cb.beta = add(bn_name + ".bias", Shape{K}, ParameterKind::kNormShift);
-    cb.running_mean = add(bn_name + ".running_mean", Shape{K}, ParameterKind::kBuffer);
-    cb.running_var = add(bn_name + ".running_var", Shape{K}, ParameterKind::kBuffer);
-    cb.batches = add(bn_name + ".num_batches_tracked", Shape{}, ParameterKind::kBuffer);
-    return cb;
-  };
+  m.blocks = resnet_blocks(spec_, ImageShape{height, width, spec_.in_channels});
+  for_each_layer(m.blocks, [&](const Layer& l) {
+    if (l.kind != LayerKind::kConv) return;
+    NOSTRUM_CHECK(
+        l.in.H + 2 * l.conv.pad >= l.conv.R && l.in.W + 2 * l.conv.pad >= l.conv.S, ShapeError,
+        "image " + std::to_string(height) + "x" + std::to_string(width) + " is too small: " +
+            l.name + " gets " + std::to_string(l.in.H) + "x" + std::to_string(l.in.W),
+        "model " + spec_.name, "use a larger image size");
+  });
 
-  // ---- structure, in state_dict order ----
-  const int w0 = spec_.base_width;
-  if (spec_.imagenet_stem) {
-    m.stem = make_conv_bn("conv1", "bn1", spec_.in_channels, w0, 7, 2, 3, height, width, true);
-    m.has_pool = true;
-    m.pool = layers::PoolGeometry{max_batch, m.stem.g.P(), m.stem.g.Q(), w0, 3, 3, 2, 1};
-  } else {
-    m.stem = make_conv_bn("conv1", "bn1", spec_.in_channels, w0, 3, 1, 1, height, width, true);
-  }
-  int H = m.has_pool ? m.pool.P() : m.stem.g.P();
-  int W = m.has_pool ? m.pool.Q() : m.stem.g.Q();
-  int in_planes = w0;
-  const int expansion = spec_.bottleneck ? 4 : 1;
-  for (size_t stage = 0; stage < spec_.blocks.size(); ++stage) {
-    const int planes = w0 << stage;
-    for (int b = 0; b < spec_.blocks[stage]; ++b) {
-      const int stride = (stage > 0 && b == 0) ? 2 : 1;
-      const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b) + ".";
-      Block block;
-      block.add_name = prefix + "add";
-      block.in_per_image = int64_t(H) * W * in_planes;
-      if (spec_.bottleneck) {
-        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 1, 1, 0, H, W, true));
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, stride, 1, H, W, true));
-        const auto& c2 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv3", prefix + "bn3", planes, planes * 4, 1, 1, 0, c2.P(), c2.Q(), false));
-      } else {
-        block.path.push_back(make_conv_bn(prefix + "conv1", prefix + "bn1", in_planes, planes, 3, stride, 1, H, W, true));
-        const auto& c1 = block.path.back().g;
-        block.path.push_back(make_conv_bn(prefix + "conv2", prefix + "bn2", planes, planes, 3, 1, 1, c1.P(), c1.Q(), false));
-      }
-      m.last_gammas.push_back(block.path.back().gamma);
-      if (stride != 1 || in_planes != planes * expansion) {
-        block.has_down = true;
-        block.down = make_conv_bn(prefix + "downsample.0", prefix + "downsample.1", in_planes,
-                                  planes * expansion, 1, stride, 0, H, W, false);
-      }
-      H = block.path.back().g.P();
-      W = block.path.back().g.Q();
-      in_planes = planes * expansion;
-      m.blocks.push_back(std::move(block));
+  // ---- the parameter table, then its arenas: one contiguous run each, state_dict order ----
+  training_flops_per_image_ = 0.0;
+  for_each_layer(m.blocks, [&](Layer& l) {
+    l.first_parameter = table_.size();
+    for (const ParameterSpec& spec : parameter_specs(l)) {
+      Parameter p;
+      p.name = l.name + spec.suffix;
+      p.shape = spec.shape;
+      p.kind = spec.kind;
+      table_.push_back(p);
     }
-  }
-  m.final_hw = H * W;
-  m.fc_in = in_planes;
-  m.fc_out = spec_.num_classes;
-  m.fc_weight = add("fc.weight", Shape{m.fc_out, m.fc_in}, ParameterKind::kWeight);
-  m.fc_bias = add("fc.bias", Shape{m.fc_out}, ParameterKind::kBias);
-
-  // ---- parameter, gradient and buffer arenas: one contiguous run each, state_dict order ----
+    // forward, backward-data (none into the images), backward-weights
+    training_flops_per_image_ += forward_flops_per_image(l) * (l.input_gradient ? 3.0 : 2.0);
+  });
   for (auto& p : table_) {
     size_t& count = p.trainable() ? parameter_count_ : buffer_count_;
     p.offset = count;
@@ -186,79 +690,19 @@ void Model::build(int max_batch, int height, int width) {
   grads_ = Arena(parameter_count_, spec_.name + " gradients");
   buffers_ = Arena(buffer_count_, spec_.name + " buffers");
   for (auto& p : table_) {
-    if (p.trainable()) {
-      p.value = params_.data() + p.offset;
-      p.grad = grads_.data() + p.offset;
-    } else {
-      p.value = buffers_.data() + p.offset;
-    }
+    p.value = (p.trainable() ? params_.data() : buffers_.data()) + p.offset;
+    if (p.trainable()) p.grad = grads_.data() + p.offset;
   }
-
-  // ---- activations: counted once, then taken from one arena ----
-  std::vector<ConvBn*> all;
-  all.push_back(&m.stem);
-  for (auto& b : m.blocks) {
-    for (auto& cb : b.path) all.push_back(&cb);
-    if (b.has_down) all.push_back(&b.down);
-  }
-  int64_t max_per_image = 0;
-  size_t scratch_floats = 0, bn_doubles = 0;
-  training_flops_per_image_ = 0.0;
-  for (ConvBn* cb : all) {
-    max_per_image = std::max(max_per_image, cb->out_per_image());
-    scratch_floats = std::max(scratch_floats, layers::conv2d_scratch_floats(cb->g));
-    bn_doubles = std::max(bn_doubles, layers::batch_norm_scratch_doubles(cb->g.K));
-    layers::ConvGeometry one = cb->g;
-    one.N = 1;
-    training_flops_per_image_ += one.forward_flops() * (cb == &m.stem ? 2.0 : 3.0);
-  }
-  training_flops_per_image_ += 2.0 * m.fc_in * m.fc_out * 3.0;
-  max_per_image = std::max<int64_t>(max_per_image, int64_t(height) * width * spec_.in_channels);
-  const size_t N = static_cast<size_t>(max_batch);
-  auto walk = [&](auto&& take) {
-    for (ConvBn* cb : all) {
-      cb->c = take(N * cb->out_per_image());
-      cb->a = take(N * cb->out_per_image());
-      cb->save_mean = take(cb->g.K);
-      cb->save_invstd = take(cb->g.K);
-    }
-    if (m.has_pool) m.pool_out = take(N * m.pool.P() * m.pool.Q() * m.pool.C);
-    m.pooled = take(N * m.fc_in);
-    m.logits = take(N * m.fc_out);
-    m.d_logits = take(N * m.fc_out);
-    m.d_pooled = take(N * m.fc_in);
-    for (auto& g : m.grad) g = take(N * max_per_image);
-  };
-  size_t activation_floats = 0;
-  walk([&](size_t n) -> float* { activation_floats += Arena::padded(n); return nullptr; });
-  activations_ = Arena(activation_floats, spec_.name + " activations");
-  walk([&](size_t n) { return activations_.take(n, "activations"); });
-  scratch_ = Arena(scratch_floats, spec_.name + " conv scratch");
-  m.conv_scratch = scratch_.data();
-  m.bn_scratch.assign(bn_doubles, 0.0);
-  if (m.has_pool) m.argmax.assign(N * m.pool.P() * m.pool.Q() * m.pool.C, 0);
-  const float* x = m.has_pool ? m.pool_out : m.stem.a;
-  for (auto& b : m.blocks) {
-    b.in = x;
-    x = b.out();
-  }
+  m.allocate_activations(*this, max_batch);
+  m.link_tensors();
 }
 
 double Model::layer_flops_per_image(const std::string& layer) const {
-  const Impl& m = *impl_;
-  auto conv_flops = [](const ConvBn& cb) {
-    layers::ConvGeometry one = cb.g;
-    one.N = 1;
-    return one.forward_flops();
-  };
-  if (layer == m.stem.conv_name) return conv_flops(m.stem);
-  for (const auto& b : m.blocks) {
-    for (const auto& cb : b.path)
-      if (layer == cb.conv_name) return conv_flops(cb);
-    if (b.has_down && layer == b.down.conv_name) return conv_flops(b.down);
-  }
-  if (layer == m.fc_name) return 2.0 * m.fc_in * m.fc_out;
-  return 0.0;
+  double flops = 0.0;
+  for_each_layer(impl_->blocks, [&](const Layer& l) {
+    if (l.name == layer) flops = forward_flops_per_image(l);
+  });
+  return flops;
 }
 
 const Parameter& Model::parameter(const std::string& name) const {
@@ -269,230 +713,56 @@ const Parameter& Model::parameter(const std::string& name) const {
 
 size_t Model::activation_bytes() const {
   return (activations_.capacity() + scratch_.capacity()) * sizeof(float) +
-         impl_->bn_scratch.size() * sizeof(double) + impl_->argmax.size() * sizeof(int32_t);
+         impl_->norm_scratch.size() * sizeof(double) + impl_->winners.size() * sizeof(int32_t);
 }
 
-void Model::set_norm_reducer(Reducer* reducer) { reducer_ = reducer; }
-void Model::set_observer(LayerObserver* observer) { observer_ = observer; }
+void Model::set_norm_reducer(Reducer* reducer) {
+  reducer_ = reducer;
+}
+void Model::set_observer(LayerObserver* observer) {
+  observer_ = observer;
+}
 
 void Model::init(uint64_t seed) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "init before build", "model " + spec_.name);
-  Impl& m = *impl_;
-  for (size_t index = 0; index < table_.size(); ++index) {
-    Parameter& p = table_[index];
-    const int64_t n = p.numel();
-    float* v = p.value;
-    const uint64_t key = splitmix64(seed * 0x100000001B3ull + index);
-    const bool is_last_gamma =
-        std::find(m.last_gammas.begin(), m.last_gammas.end(), index) != m.last_gammas.end();
-    auto ends_with = [&](const std::string& suffix) {
-      return p.name.size() >= suffix.size() &&
-             p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (p.kind == ParameterKind::kWeight && p.shape.rank() == 4) {
-      // Kaiming normal, mode fan_out, ReLU gain: std = sqrt(2 / (K*R*S))
-      const double stddev = std::sqrt(2.0 / (p.shape[0] * p.shape[2] * p.shape[3]));
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        const double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
-        v[i] = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-      }
-    } else if (index == m.fc_weight || index == m.fc_bias) {
-      // PyTorch's nn.Linear default: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias
-      const double bound = 1.0 / std::sqrt(static_cast<double>(m.fc_in));
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(bound * (2.0 * uniform01(key, i) - 1.0));
-    } else {
-      float value = 0.0f;  // beta, running_mean, num_batches_tracked
-      if (p.kind == ParameterKind::kNormScale) value = (spec_.zero_init_residual && is_last_gamma) ? 0.0f : 1.0f;
-      if (ends_with(".running_var")) value = 1.0f;
-      std::fill(v, v + n, value);
-    }
-  }
+  for_each_layer(impl_->blocks,
+                 [&](const Layer& l) { init_layer(l, table_, seed, spec_.zero_init_residual); });
 }
 
 const float* Model::forward(const float* images, int n, bool training) {
   NOSTRUM_CHECK(!table_.empty(), ShapeError, "forward before build", "model " + spec_.name);
-  NOSTRUM_CHECK(n >= 1 && n <= max_batch_, ShapeError,
-                "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
-                "model " + spec_.name);
+  NOSTRUM_CHECK(
+      n >= 1 && n <= max_batch_, ShapeError,
+      "batch of " + std::to_string(n) + " images, built for 1.." + std::to_string(max_batch_),
+      "model " + spec_.name);
   Impl& m = *impl_;
-  m.input = images;
+  set_block_input(m.blocks.front(), images);  // the first conv's weight gradient reads them too
   batch_ = n;
   last_training_ = training;
   have_loss_ = false;
-  auto timed = [&](const std::string& name, auto&& fn) {
-    if (!observer_) {
-      fn();
-      return;
-    }
-    const double t0 = omp_get_wtime();
-    fn();
-    observer_->on_layer(name, Phase::kForward, t0, omp_get_wtime());
-  };
-  // conv + BN (+ReLU); with a residual, the block's shortcut add and ReLU join the BN's pass.
-  auto run = [&](ConvBn& cb, const float* in, const float* residual = nullptr) {
-    layers::ConvGeometry g = cb.g;
-    g.N = n;
-    timed(cb.conv_name, [&] {
-      layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
-    });
-    layers::BatchNormOptions o;
-    o.fuse_relu = cb.relu || residual != nullptr;
-    o.residual = residual;
-    o.reducer = reducer_;
-    const int64_t rows = int64_t(n) * g.P() * g.Q();
-    timed(cb.bn_name, [&] {
-      if (training) {
-        layers::batch_norm_forward_training(
-            cb.a, cb.save_mean, cb.save_invstd, table_[cb.running_mean].value,
-            table_[cb.running_var].value, cb.c, table_[cb.gamma].value, table_[cb.beta].value,
-            rows, g.K, o, m.bn_scratch.data());
-        table_[cb.batches].value[0] += 1.0f;
-      } else {
-        layers::batch_norm_forward_inference(cb.a, cb.c, table_[cb.gamma].value,
-                                             table_[cb.beta].value, table_[cb.running_mean].value,
-                                             table_[cb.running_var].value, rows, g.K, o);
-      }
-    });
-  };
-  run(m.stem, images);
-  if (m.has_pool) {
-    layers::PoolGeometry g = m.pool;
-    g.N = n;
-    timed(m.pool_name, [&] { layers::max_pool_forward(m.pool_out, m.argmax.data(), m.stem.a, g); });
-  }
-  for (auto& b : m.blocks) {
-    // The shortcut first, so that the last BN of the path can add it (and apply the ReLU) in its
-    // own pass: out = relu(bn3(conv3) + shortcut), bit-identical to BN, then add + ReLU.
-    const float* shortcut = b.in;
-    if (b.has_down) {
-      run(b.down, b.in);
-      shortcut = b.down.a;
-    }
-    const float* h = b.in;
-    for (size_t i = 0; i < b.path.size(); ++i) {
-      run(b.path[i], h, i + 1 == b.path.size() ? shortcut : nullptr);
-      h = b.path[i].a;
-    }
-  }
-  const float* last = m.blocks.back().out();
-  timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
-  timed(m.fc_name, [&] {
-    layers::linear_forward(m.logits, m.pooled, table_[m.fc_weight].value, table_[m.fc_bias].value,
-                           n, m.fc_in, m.fc_out);
-  });
-  return m.logits;
+  const Pass s = m.pass(*this, n, training);
+  for (const Block& b : m.blocks) forward_block(s, b);
+  return m.last().output;
 }
 
 double Model::loss(const int32_t* labels, float label_smoothing, float grad_scale) {
   NOSTRUM_CHECK(batch_ > 0, ShapeError, "loss before forward", "model " + spec_.name);
   have_loss_ = true;
-  return layers::softmax_cross_entropy(impl_->d_logits, impl_->logits, labels, batch_,
-                                       impl_->fc_out, label_smoothing, grad_scale);
+  return layers::softmax_cross_entropy(impl_->d_logits, impl_->last().output, labels, batch_,
+                                       spec_.num_classes, label_smoothing, grad_scale);
 }
 
 int Model::count_correct(const int32_t* labels) const {
-  return layers::count_top1_correct(impl_->logits, labels, batch_, impl_->fc_out);
+  return layers::count_top1_correct(impl_->last().output, labels, batch_, spec_.num_classes);
 }
 
 void Model::backward(const GradientReadyCallback& on_ready) {
   NOSTRUM_CHECK(last_training_ && have_loss_, ShapeError,
                 "backward needs a training forward and a loss first", "model " + spec_.name);
   Impl& m = *impl_;
-  const int n = batch_;
-  auto timed_as = [&](const std::string& name, Phase phase, auto&& fn) {
-    if (!observer_) {
-      fn();
-      return;
-    }
-    const double t0 = omp_get_wtime();
-    fn();
-    observer_->on_layer(name, phase, t0, omp_get_wtime());
-  };
-  auto timed = [&](const std::string& name, auto&& fn) { timed_as(name, Phase::kBackward, fn); };
-  auto ready = [&](size_t table_index) {
-    if (on_ready) on_ready(table_[table_index].offset);
-  };
-  // BN backward: d_out -> d_in (may alias when the BN is fused with ReLU and d_out is a temp).
-  auto bn_back = [&](ConvBn& cb, float* d_in, const float* d_out) {
-    layers::BatchNormOptions o;
-    o.fuse_relu = cb.relu;
-    o.reducer = reducer_;
-    const int64_t rows = int64_t(n) * cb.g.P() * cb.g.Q();
-    timed(cb.bn_name, [&] {
-      layers::batch_norm_backward(d_in, table_[cb.gamma].grad, table_[cb.beta].grad, d_out, cb.c,
-                                  cb.a, table_[cb.gamma].value, cb.save_mean, cb.save_invstd, rows,
-                                  cb.g.K, o, m.bn_scratch.data());
-    });
-    ready(cb.gamma);
-  };
-  // d_in = (or, with accumulate, +=) the conv's input gradient.
-  auto conv_back = [&](ConvBn& cb, float* d_in, const float* d_out, const float* in,
-                       bool accumulate = false) {
-    layers::ConvGeometry g = cb.g;
-    g.N = n;
-    // The weight gradient first: it is ready for the allreduce before the data gradient runs.
-    timed_as(cb.conv_name, Phase::kBackwardWeights, [&] {
-      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch, {});
-    });
-    ready(cb.weight);
-    if (d_in == nullptr) return;
-    timed(cb.conv_name, [&] {
-      layers::ConvOptions options;
-      options.accumulate_d_in = accumulate;
-      layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch,
-                                   options);
-    });
-  };
-
-  float* G = m.grad[0];   // gradient of the current block's output
-  float* DX = m.grad[1];  // gradient of its input
-  float* T1 = m.grad[2];
-  float* T2 = m.grad[3];
-  timed(m.fc_name, [&] {
-    layers::linear_backward(m.d_pooled, table_[m.fc_weight].grad, table_[m.fc_bias].grad,
-                            m.d_logits, m.pooled, table_[m.fc_weight].value, n, m.fc_in, m.fc_out);
-  });
-  ready(m.fc_weight);
-  timed(m.avgpool_name, [&] {
-    layers::global_avg_pool_backward(G, m.d_pooled, n, m.final_hw, m.fc_in);
-  });
-  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) {
-    Block& b = *it;
-    const int64_t out_count = n * b.path.back().out_per_image();
-    timed(b.add_name, [&] { layers::add_relu_backward(G, G, b.out(), out_count); });
-    if (b.has_down) {
-      bn_back(b.down, T1, G);
-      conv_back(b.down, DX, T1, b.in);
-    }
-    // The block input's gradient is the shortcut's plus the path's: the first conv of the path
-    // adds its input gradient onto the shortcut's (DX from the downsample, or G itself for an
-    // identity shortcut, which nothing reads after the last BN's backward).
-    float* cur = G;
-    for (int i = static_cast<int>(b.path.size()) - 1; i >= 0; --i) {
-      ConvBn& cb = b.path[i];
-      float* bn_dst = (cur == G) ? T1 : cur;
-      bn_back(cb, bn_dst, cur);
-      float* other = (bn_dst == T1) ? T2 : T1;
-      if (i == 0) {
-        conv_back(cb, b.has_down ? DX : G, bn_dst, b.in, true);
-      } else {
-        conv_back(cb, other, bn_dst, b.path[i - 1].a);
-        cur = other;
-      }
-    }
-    if (b.has_down) std::swap(G, DX);
-  }
-  float* d_stem = G;
-  if (m.has_pool) {
-    layers::PoolGeometry g = m.pool;
-    g.N = n;
-    timed(m.pool_name, [&] { layers::max_pool_backward(T1, G, m.argmax.data(), g); });
-    d_stem = T1;
-  }
-  bn_back(m.stem, d_stem, d_stem);
-  conv_back(m.stem, nullptr, d_stem, m.input);
+  Pass s = m.pass(*this, batch_, true);
+  s.on_ready = &on_ready;
+  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) backward_block(s, *it);
 }
 
 }  // namespace nostrum::model

@@ -96,8 +96,8 @@ struct Bn {
 
 TEST_CASE("batch norm matches a naive reference in training mode", "[engine][batch_norm]") {
   const std::vector<std::array<int, 4>> shapes = {
-      {2, 3, 5, 7}, {1, 2, 3, 4}, {3, 1, 1, 16}, {4, 9, 7, 33}, {1, 1, 2, 1},
-      {1, 3, 4, 4100}};  // more channels than one stack slice of the row sums (4096)
+      {2, 3, 5, 7}, {1, 2, 3, 4},   {3, 1, 1, 16}, {4, 9, 7, 33},
+      {1, 1, 2, 1}, {1, 3, 4, 4100}};  // more channels than one stack slice of the row sums (4096)
   uint32_t seed = 10;
   for (auto [N, H, W, C] : shapes) {
     const int64_t rows = int64_t(N) * H * W;
@@ -212,11 +212,12 @@ TEST_CASE("batch norm in eval mode uses the running statistics", "[engine][batch
   auto rm = random_vector(C, 15);
   auto rv = random_vector(C, 16, 0.5f, 2.0f);
   Bn bn(rows, C, 17);
+  std::vector<float> invstd(C);  // the call's scratch
   for (bool relu : {false, true}) {
     BatchNormOptions o;
     o.fuse_relu = relu;
     batch_norm_forward_inference(bn.out.data(), x.data(), bn.gamma.data(), bn.beta.data(),
-                                 rm.data(), rv.data(), rows, C, o);
+                                 rm.data(), rv.data(), rows, C, o, invstd.data());
     for (int64_t i = 0; i < rows; ++i)
       for (int c = 0; c < C; ++c) {
         double y = (x[i * C + c] - rm[c]) / std::sqrt(rv[c] + 1e-5) * bn.gamma[c] + bn.beta[c];

@@ -1,13 +1,17 @@
-// Model: parameter counts and names as torchvision, the factory's errors, the gradient arena layout
-// and the decreasing gradient-ready watermark, eval with a partial batch, determinism, init.
+// Model: parameter counts and names as torchvision (and in its state_dict order, asked of PyTorch
+// live), the factory's errors, the gradient arena layout and the decreasing gradient-ready
+// watermark, eval with a partial batch, determinism, init, and the FLOP counts the model table
+// derives (equal to the hand-counted ones of the model before the table).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "grad_check.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/model/model.hpp"
+#include "test_paths.hpp"
 
 using namespace nostrum;
 using namespace nostrum::model;
@@ -42,8 +46,8 @@ TEST_CASE("ResNets have torchvision's parameter counts and names", "[engine][mod
   CHECK(m->parameter("layer2.0.conv2.weight").shape == Shape{128, 128, 3, 3});
   CHECK(t.back().name == "fc.bias");
   CHECK(t.size() == 320);  // len(torchvision.models.resnet50().state_dict())
-  // CIFAR-style (tools/weights/cifar_resnet.py): resnet20 at 10 classes 272,474, resnet8 (1 channel)
-  // 77,754; state_dict lengths 128 and 56
+  // CIFAR-style (tools/weights/cifar_resnet.py): resnet20 at 10 classes 272,474, resnet8 (1
+  // channel) 77,754; state_dict lengths 128 and 56
   auto r20 = make("resnet20", 10, 3, 1, 8, false);
   CHECK(r20->parameter_count() == 272474);
   CHECK(r20->parameters().size() == 128);
@@ -164,4 +168,73 @@ TEST_CASE("init follows torchvision: Kaiming fan_out convs, BN ones, zero-init r
   m2->init(43);
   CHECK(!std::equal(m->parameter_data(), m->parameter_data() + m->parameter_count(),
                     m2->parameter_data()));
+}
+
+TEST_CASE("the model table's FLOP counts equal the hand-counted ones", "[engine][model]") {
+  // The values the model computed layer by layer by hand before the table (commit 0287042): conv
+  // and fc forward, backward-data (not for the stem), backward-weights.
+  ModelConfig c;
+  c.name = "resnet8";
+  c.num_classes = 10;
+  c.in_channels = 1;
+  auto r8 = Model::create(c);
+  r8->build(4, 28, 28);
+  CHECK(r8->training_flops_per_image() == 55849728.0);
+  // stem 3x3, 1 -> 16 channels on 28x28: 2 * 28*28*16 * 1*3*3
+  CHECK(r8->layer_flops_per_image("conv1") == 2.0 * 28 * 28 * 16 * 9);
+  CHECK(r8->layer_flops_per_image("layer3.0.downsample.0") == 2.0 * 7 * 7 * 64 * 32);
+  CHECK(r8->layer_flops_per_image("fc") == 2.0 * 64 * 10);
+  CHECK(r8->layer_flops_per_image("bn1") == 0.0);
+  c.name = "resnet50";
+  c.num_classes = 1000;
+  c.in_channels = 3;
+  auto r50 = Model::create(c);
+  r50->build(1, 224, 224);
+  CHECK(r50->training_flops_per_image() == 24299077632.0);
+  CHECK(r50->layer_flops_per_image("conv1") == 2.0 * 112 * 112 * 64 * 3 * 49);
+  CHECK(r50->layer_flops_per_image("layer4.2.conv3") == 2.0 * 7 * 7 * 2048 * 512);
+  CHECK(r50->layer_flops_per_image("maxpool") == 0.0);
+  CHECK(r50->layer_flops_per_image("no such layer") == 0.0);
+  c.num_classes = 7;
+  auto r50_small = Model::create(c);
+  r50_small->build(2, 64, 64);
+  CHECK(r50_small->training_flops_per_image() == 1982681088.0);
+}
+
+TEST_CASE("the parameter table is in PyTorch's state_dict order", "[engine][model][torch]") {
+  struct Case {
+    const char* name;
+    int classes, channels;
+  };
+  for (const Case& k :
+       {Case{"resnet8", 10, 1}, Case{"resnet18", 1000, 3}, Case{"resnet50", 1000, 3}}) {
+    // state_dict keys and shapes, one per line, from tools/weights/cifar_resnet.py's build_model
+    const std::string cmd =
+        nostrum::testing::torch_python() + " -c \"import sys; sys.path.insert(0, '" +
+        nostrum::testing::source_dir() + "/tools/weights'); import cifar_resnet as c; " +
+        "m = c.build_model('" + k.name + "', " + std::to_string(k.classes) + ", " +
+        std::to_string(k.channels) + "); " +
+        "print('\\n'.join(n + ' ' + str(tuple(t.shape)) for n, t in m.state_dict().items()))\"";
+    INFO("running: " << cmd);
+    FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string out;
+    char buffer[4096];
+    while (size_t got = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, got);
+    REQUIRE(pclose(pipe) == 0);
+    ModelConfig config;
+    config.name = k.name;
+    config.num_classes = k.classes;
+    config.in_channels = k.channels;
+    auto m = Model::create(config);
+    m->build(1, 32, 32);
+    std::string ours;
+    for (const auto& p : m->parameters()) {
+      // PyTorch prints (64,) for one dimension and () for none; Shape::str() prints (64) and ().
+      std::string shape = p.shape.str();
+      if (p.shape.rank() == 1) shape.insert(shape.size() - 1, ",");
+      ours += p.name + " " + shape + "\n";
+    }
+    CHECK(ours == out);
+  }
 }

@@ -1,7 +1,7 @@
 // Conv2d (NHWC, OIHW weights) against a naive float64 7-loop reference, forward and both gradients,
 // for every threading mode and tile size, plus central-difference checks of the gradients.
-#include <catch2/catch.hpp>
 #include <omp.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
@@ -166,8 +166,8 @@ void require_accumulated_d_in(const ConvGeometry& g, const std::vector<float>& w
     want.abs_sum[i] += std::abs(acc[i]);
   }
   std::vector<float> scratch(nostrum::layers::conv2d_scratch_floats(g, options));
-  nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g,
-                                        scratch.data(), options);
+  nostrum::layers::conv2d_backward_data(acc.data(), d_out.data(), weight.data(), g, scratch.data(),
+                                        options);
   require_close(acc, want, what + ": d_in accumulated");
 }
 
@@ -217,7 +217,6 @@ const std::vector<ConvGeometry>& direct_shapes() {
 
 TEST_CASE("direct kernels and GEMM path match the naive reference when K is a multiple of 16",
           "[conv2d]") {
-  using nostrum::kernels::DirectConvShape;
   const bool direct_here = nostrum::kernels::direct_conv_available();
   REQUIRE(direct_here == bool(__builtin_cpu_supports("avx512f")));
   if (!direct_here) WARN("this CPU has no AVX-512F: only the GEMM path is checked here");
@@ -231,13 +230,10 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
     require_run_close(run_conv(g, in, weight, d_out, gemm), ref, name(g) + " gemm");
     if (!direct_here) continue;
 
-    DirectConvShape d;
-    d.N = g.N, d.H = g.H, d.W = g.W, d.C = g.C, d.K = g.K, d.R = g.R, d.S = g.S;
-    d.stride = g.stride, d.pad = g.pad;
-    REQUIRE(nostrum::kernels::direct_conv_forward_fits(d));
-    REQUIRE(nostrum::kernels::direct_conv_backward_weights_fits(d));
+    REQUIRE(nostrum::kernels::direct_conv_forward_fits(g));
+    REQUIRE(nostrum::kernels::direct_conv_backward_weights_fits(g));
     const bool data_direct = g.C % 16 == 0;
-    REQUIRE(nostrum::kernels::direct_conv_backward_data_fits(d) == data_direct);
+    REQUIRE(nostrum::kernels::direct_conv_backward_data_fits(g) == data_direct);
     ConvOptions direct;
     direct.algorithm = ConvAlgorithm::kDirect;
     const Run run = run_conv(g, in, weight, d_out, direct);

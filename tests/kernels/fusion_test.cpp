@@ -30,6 +30,7 @@ TEST_CASE("batch norm + residual add (+ ReLU) in one pass equals the unfused cha
     const auto beta = random_vector(C, rng, -0.5f, 0.5f);
     const auto running_var = random_vector(C, rng, 0.5f, 2.0f);
     std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
+    std::vector<float> invstd(C);  // eval's scratch
     for (bool relu : {false, true}) {
       for (bool training : {true, false}) {
         std::vector<float> fused(x.size()), chain(x.size());
@@ -52,9 +53,10 @@ TEST_CASE("batch norm + residual add (+ ReLU) in one pass equals the unfused cha
           REQUIRE(rv_a == rv_b);
         } else {
           L::batch_norm_forward_inference(fused.data(), x.data(), gamma.data(), beta.data(),
-                                          rm_a.data(), rv_a.data(), rows, C, fused_options);
+                                          rm_a.data(), rv_a.data(), rows, C, fused_options,
+                                          invstd.data());
           L::batch_norm_forward_inference(chain.data(), x.data(), gamma.data(), beta.data(),
-                                          rm_b.data(), rv_b.data(), rows, C, plain);
+                                          rm_b.data(), rv_b.data(), rows, C, plain, invstd.data());
         }
         L::residual_add_forward(chain.data(), chain.data(), z.data(), rows * C, relu);
         INFO("rows " << rows << " C " << C << " relu " << relu << " training " << training);

@@ -1,6 +1,6 @@
-// Reducer: sums small float/double vectors across a group of processes without the engine seeing
-// MPI. Sync-BN hands one to batch norm (mpi/ implements it over a communicator); LocalReducer is the
-// single-process identity.
+// Reducer: sums small double vectors across a group of processes without the engine seeing MPI.
+// Sync-BN hands one to batch norm (mpi/ implements it over a communicator); without one, batch
+// norm uses this process's statistics.
 #pragma once
 
 #include <cstddef>
@@ -12,12 +12,6 @@ class Reducer {
   virtual ~Reducer() = default;
   virtual void sum(double* data, size_t count) = 0;  // in place, elementwise over the group
   virtual int group_size() const = 0;
-};
-
-class LocalReducer final : public Reducer {
- public:
-  void sum(double*, size_t) override {}
-  int group_size() const override { return 1; }
 };
 
 }  // namespace nostrum

@@ -1,5 +1,5 @@
-// Shape (up to 4 dims, row-major; activations are NHWC) and TensorView, a non-owning float view into
-// an arena. Tensors never own memory: arenas do, allocated once before the first step.
+// Shape: up to 4 dims, row-major (activations are NHWC, parameters in PyTorch's layout). No tensor
+// type owns memory: arenas do (core/arena.hpp), allocated once before the first step.
 #pragma once
 
 #include <array>
@@ -24,12 +24,6 @@ class Shape {
  private:
   std::array<int64_t, kMaxRank> dims_{};
   int rank_ = 0;
-};
-
-struct TensorView {
-  float* data = nullptr;
-  Shape shape;
-  int64_t numel() const { return shape.numel(); }
 };
 
 }  // namespace nostrum

@@ -4,23 +4,18 @@
 
 #include <cstdint>
 
-namespace nostrum::data {
+#include "nostrum/core/splitmix64.hpp"
 
-// splitmix64 finaliser: a bijective 64-bit mixer (Steele, Lea, Flood 2014).
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+namespace nostrum::data {
 
 class SampleRng {
  public:
   // stream: the sample index for augmentation; a fixed tag for the epoch permutation.
   SampleRng(uint64_t seed, uint64_t epoch, uint64_t stream)
-      : state_(mix64(mix64(mix64(seed) ^ epoch) ^ (stream * 0xd1b54a32d192ed03ULL))) {}
+      : state_(
+            splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ (stream * 0xd1b54a32d192ed03ULL))) {}
 
-  uint64_t next_u64() { return mix64(state_++); }
+  uint64_t next_u64() { return splitmix64(state_++); }
   // Uniform in [0, 1) with 24 random bits (exact in float).
   float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }

@@ -7,37 +7,35 @@
 
 #include <cstddef>
 
+#include "nostrum/kernels/window.hpp"
+
 namespace nostrum::kernels {
 
-// Input (N, H, W, C), weights (K, C, R, S) in PyTorch's layout, output (N, P, Q, K).
-struct DirectConvShape {
-  int N = 1, H = 1, W = 1, C = 1, K = 1, R = 1, S = 1, stride = 1, pad = 0;
-  int P() const { return (H + 2 * pad - R) / stride + 1; }
-  int Q() const { return (W + 2 * pad - S) / stride + 1; }
-};
+// Shapes are ConvGeometry (kernels/window.hpp): input (N, H, W, C), weights (K, C, R, S) in
+// PyTorch's layout, output (N, P, Q, K).
 
 // Whether this CPU runs the kernels (AVX-512F; checked once).
 bool direct_conv_available();
 
 // Whether each pass can run directly for this shape on this CPU: stride 1 or 2, and K % 16 == 0
 // (forward, weight gradient) or C % 16 == 0 (data gradient: C is its output).
-bool direct_conv_forward_fits(const DirectConvShape& s);
-bool direct_conv_backward_data_fits(const DirectConvShape& s);
-bool direct_conv_backward_weights_fits(const DirectConvShape& s);
+bool direct_conv_forward_fits(const ConvGeometry& s);
+bool direct_conv_backward_data_fits(const ConvGeometry& s);
+bool direct_conv_backward_weights_fits(const ConvGeometry& s);
 
 // Floats of `packed` the forward and backward-data calls need (the weights reordered).
-size_t direct_conv_packed_floats(const DirectConvShape& s);
+size_t direct_conv_packed_floats(const ConvGeometry& s);
 
 // out (N,P,Q,K) = conv(in, weight).
-void direct_conv_forward(float* out, const float* in, const float* weight,
-                         const DirectConvShape& s, float* packed);
+void direct_conv_forward(float* out, const float* in, const float* weight, const ConvGeometry& s,
+                         float* packed);
 
 // d_in (N,H,W,C) = (or += when accumulate) the input gradient from d_out (N,P,Q,K).
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
-                               const DirectConvShape& s, float* packed, bool accumulate);
+                               const ConvGeometry& s, float* packed, bool accumulate);
 
 // d_weight (K,C,R,S) = the weight gradient from d_out (N,P,Q,K) and in (N,H,W,C).
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,
-                                  const DirectConvShape& s);
+                                  const ConvGeometry& s);
 
 }  // namespace nostrum::kernels

@@ -7,7 +7,8 @@
 
 namespace nostrum::kernels {
 
-// A sliding window over NHWC images: input (N, H, W, C), kernel R x S, output (N, P, Q).
+// A sliding window over NHWC images: input (N, H, W, C), kernel R x S, output (N, P, Q); P and Q
+// are the conv's (ConvGeometry::P(), Q()), stored so the per-row index arithmetic reads them.
 struct PatchShape {
   int N = 1, H = 1, W = 1, C = 1;
   int R = 1, S = 1, stride = 1, pad = 0;

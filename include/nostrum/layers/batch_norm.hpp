@@ -1,8 +1,8 @@
-// BatchNorm2d on NHWC activations viewed as (rows = N*H*W, C), PyTorch semantics: batch statistics in
-// training (biased variance to normalise, unbiased for the running estimate), running ones in eval.
-// Optionally fused with a following ReLU. Statistics are two-pass, in double (float partials of 16
-// rows), from a fixed number of row chunks combined in a fixed order, so results do not depend on
-// the thread count.
+// BatchNorm2d on NHWC activations viewed as (rows = N*H*W, C), PyTorch semantics: batch statistics
+// in training (biased variance to normalise, unbiased for the running estimate), running ones in
+// eval. Optionally fused with a following ReLU. Statistics are two-pass, in double (float partials
+// of 16 rows), from a fixed number of row chunks combined in a fixed order, so results do not
+// depend on the thread count.
 #pragma once
 
 #include <cstddef>
@@ -15,12 +15,12 @@ namespace nostrum::layers {
 struct BatchNormOptions {
   float momentum = 0.1f;
   float eps = 1e-5f;
-  bool fuse_relu = false;        // out = max(0, bn(in))
+  bool fuse_relu = false;  // out = max(0, bn(in))
   // Forward only: out = bn(in) + residual (rows, C), before the ReLU when fuse_relu: a residual
   // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain.
   // Backward is unchanged (the add + ReLU gradient is formed before it).
   const float* residual = nullptr;
-  Reducer* reducer = nullptr;    // sync-BN: sums statistics over a group; nullptr = this rank only
+  Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 
 // Doubles of scratch batch_norm_forward_training / batch_norm_backward need for C channels.
@@ -34,16 +34,17 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch);
 
-// Eval forward with the running statistics: out (rows,C) from in (rows,C), not overlapping.
+// Eval forward with the running statistics: out (rows,C) from in (rows,C), not overlapping;
+// scratch (C) receives 1/sqrt(running_var + eps) (no allocation per call).
 void batch_norm_forward_inference(float* out, const float* in, const float* gamma,
                                   const float* beta, const float* running_mean,
                                   const float* running_var, int64_t rows, int C,
-                                  const BatchNormOptions& options);
+                                  const BatchNormOptions& options, float* scratch);
 
 // Backward of the training forward. d_in (rows,C) is overwritten and may alias d_out (rows,C);
-// d_gamma, d_beta (C) are OVERWRITTEN with this rank's gradients (the gradient allreduce sums them);
-// in (rows,C) is the forward input; out (rows,C) the forward output, read only when fuse_relu.
-// With a reducer, the two per-channel sums that d_in needs are summed over the group.
+// d_gamma, d_beta (C) are OVERWRITTEN with this rank's gradients (the gradient allreduce sums
+// them); in (rows,C) is the forward input; out (rows,C) the forward output, read only when
+// fuse_relu. With a reducer, the two per-channel sums that d_in needs are summed over the group.
 void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float* d_out,
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,

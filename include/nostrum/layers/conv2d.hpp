@@ -1,21 +1,16 @@
 // Conv2d on NHWC activations with PyTorch-layout weights (K, C, R, S), no bias (ResNets use none).
-// out (N, P, Q, K) with P = (H + 2*pad - R) / stride + 1, Q likewise. The scratch buffer (im2col
-// columns, packed weights) is shared by all conv layers and sized once by conv2d_scratch_floats.
+// out (N, P, Q, K), P and Q by kernels::window_output_size. The scratch buffer (im2col columns,
+// packed weights) is shared by all conv layers and sized once by conv2d_scratch_floats.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "nostrum/kernels/window.hpp"
+
 namespace nostrum::layers {
 
-struct ConvGeometry {
-  int N = 1, H = 1, W = 1, C = 1;  // input
-  int K = 1, R = 1, S = 1;         // output channels, kernel height and width
-  int stride = 1, pad = 0;
-  int P() const { return (H + 2 * pad - R) / stride + 1; }
-  int Q() const { return (W + 2 * pad - S) / stride + 1; }
-  double forward_flops() const { return 2.0 * N * P() * Q() * K * C * R * S; }
-};
+using kernels::ConvGeometry;  // (N, H, W, C) in, K out, R x S kernel, stride, pad
 
 // Floats of scratch that conv2d_forward/backward need for this geometry (0 allowed).
 size_t conv2d_scratch_floats(const ConvGeometry& g);

@@ -5,13 +5,15 @@
 
 #include <cstdint>
 
+#include "nostrum/kernels/window.hpp"
+
 namespace nostrum::layers {
 
 struct PoolGeometry {
   int N = 1, H = 1, W = 1, C = 1;
   int R = 3, S = 3, stride = 2, pad = 1;
-  int P() const { return (H + 2 * pad - R) / stride + 1; }
-  int Q() const { return (W + 2 * pad - S) / stride + 1; }
+  int P() const { return kernels::window_output_size(H, R, stride, pad); }
+  int Q() const { return kernels::window_output_size(W, S, stride, pad); }
 };
 
 // out (N,P,Q,C); argmax (N,P,Q,C): flat index h*W+w of the winner inside its image; in (N,H,W,C).

@@ -1,5 +1,8 @@
 // Model: a ResNet built once for a maximum batch and image size, owning every arena it needs
-// (parameters, gradients, buffers, activations, scratch). forward/loss/backward never allocate.
+// (parameters, gradients, buffers, activations, scratch), laid out from one table of blocks and
+// layers (src/model/model.cpp). forward/loss/backward take no memory of their own beyond those
+// arenas, except the direct conv kernels' per-thread buffers (kernels/direct_conv.hpp: one padded
+// image and one weight-gradient partial per thread, grown on first use and reused after).
 // Images are NHWC float (N,H,W,C); parameters are in PyTorch layout, named by torchvision's
 // state_dict keys, laid out in state_dict (forward) order in one parameter and one gradient arena.
 #pragma once
@@ -74,7 +77,6 @@ class Model {
   int height() const { return height_; }
   int width() const { return width_; }
   int channels() const { return spec_.in_channels; }
-  int last_batch() const { return batch_; }
 
   // Every parameter and buffer in state_dict order. Trainable entries point into the parameter and
   // gradient arenas at the same offset; buffers (running_mean, running_var, num_batches_tracked as
@@ -88,7 +90,8 @@ class Model {
   size_t parameter_count() const { return parameter_count_; }  // = gradient count, exactly
   float* buffer_data() { return buffers_.data(); }
   size_t buffer_count() const { return buffer_count_; }
-  size_t activation_bytes() const;  // activation + gradient + scratch arenas
+  // Activation + gradient + scratch arenas (not the direct conv kernels' per-thread buffers).
+  size_t activation_bytes() const;
   // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
   // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
   double training_flops_per_image() const { return training_flops_per_image_; }

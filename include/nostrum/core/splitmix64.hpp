@@ -1,0 +1,16 @@
+// splitmix64: the bijective 64-bit mixer (Steele, Lea, Flood 2014) behind every counter-based
+// random stream (model init, the input pipeline's SampleRng): one definition.
+#pragma once
+
+#include <cstdint>
+
+namespace nostrum {
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace nostrum
