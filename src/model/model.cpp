@@ -22,6 +22,13 @@ namespace nostrum::model {
 
 namespace {
 
+// The conv options every pass starts from: the model's precision (bf16: kernels/bf16.hpp).
+layers::ConvOptions conv_options(const ResNetSpec& spec) {
+  layers::ConvOptions options;
+  options.precision = spec.precision;
+  return options;
+}
+
 // A convolution followed by batch norm (and optionally ReLU, fused into the BN).
 struct ConvBn {
   std::string conv_name, bn_name;
@@ -206,7 +213,7 @@ void Model::build(int max_batch, int height, int width) {
   training_flops_per_image_ = 0.0;
   for (ConvBn* cb : all) {
     max_per_image = std::max(max_per_image, cb->out_per_image());
-    scratch_floats = std::max(scratch_floats, layers::conv2d_scratch_floats(cb->g));
+    scratch_floats = std::max(scratch_floats, layers::conv2d_scratch_floats(cb->g, conv_options(spec_)));
     bn_doubles = std::max(bn_doubles, layers::batch_norm_scratch_doubles(cb->g.K));
     layers::ConvGeometry one = cb->g;
     one.N = 1;
@@ -335,7 +342,8 @@ const float* Model::forward(const float* images, int n, bool training) {
     layers::ConvGeometry g = cb.g;
     g.N = n;
     timed(cb.conv_name, [&] {
-      layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch);
+      layers::conv2d_forward(cb.c, in, table_[cb.weight].value, g, m.conv_scratch,
+                             conv_options(spec_));
     });
     layers::BatchNormOptions o;
     o.fuse_relu = cb.relu || residual != nullptr;
@@ -380,7 +388,7 @@ const float* Model::forward(const float* images, int n, bool training) {
   timed(m.avgpool_name, [&] { layers::global_avg_pool_forward(m.pooled, last, n, m.final_hw, m.fc_in); });
   timed(m.fc_name, [&] {
     layers::linear_forward(m.logits, m.pooled, table_[m.fc_weight].value, table_[m.fc_bias].value,
-                           n, m.fc_in, m.fc_out);
+                           n, m.fc_in, m.fc_out, spec_.precision);
   });
   return m.logits;
 }
@@ -434,12 +442,13 @@ void Model::backward(const GradientReadyCallback& on_ready) {
     g.N = n;
     // The weight gradient first: it is ready for the allreduce before the data gradient runs.
     timed_as(cb.conv_name, Phase::kBackwardWeights, [&] {
-      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch, {});
+      layers::conv2d_backward_weights(table_[cb.weight].grad, d_out, in, g, m.conv_scratch,
+                                      conv_options(spec_));
     });
     ready(cb.weight);
     if (d_in == nullptr) return;
     timed(cb.conv_name, [&] {
-      layers::ConvOptions options;
+      layers::ConvOptions options = conv_options(spec_);
       options.accumulate_d_in = accumulate;
       layers::conv2d_backward_data(d_in, d_out, table_[cb.weight].value, g, m.conv_scratch,
                                    options);
@@ -452,7 +461,8 @@ void Model::backward(const GradientReadyCallback& on_ready) {
   float* T2 = m.grad[3];
   timed(m.fc_name, [&] {
     layers::linear_backward(m.d_pooled, table_[m.fc_weight].grad, table_[m.fc_bias].grad,
-                            m.d_logits, m.pooled, table_[m.fc_weight].value, n, m.fc_in, m.fc_out);
+                            m.d_logits, m.pooled, table_[m.fc_weight].value, n, m.fc_in, m.fc_out,
+                            spec_.precision);
   });
   ready(m.fc_weight);
   timed(m.avgpool_name, [&] {

@@ -60,6 +60,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ("zero-init-residual", po::bool_switch(&o.zero_init_residual),
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
+    ("precision", po::value(&o.precision)->default_value(o.precision),
+     "fp32 | bf16: bf16 operands, fp32 sums in the convs and classifier (needs AVX512_BF16)")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
 
   po::options_description optim("Optimisation");

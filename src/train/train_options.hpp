@@ -19,6 +19,7 @@ struct TrainOptions {
   int width = 0;             // first-stage width; 0 = the model's default (16 CIFAR, 64 ImageNet)
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
+  std::string precision = "fp32";  // fp32 | bf16 (convs and classifier; kernels/precision.hpp)
   // optimisation
   int batch_size = 128;      // per rank
   int epochs = 5;            // budget: the run stops (aborted) after this many

@@ -141,6 +141,7 @@ RunResult run_training(const TrainOptions& o, const mpi::Communicator& world) {
   model_config.in_channels = channels;
   model_config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
   model_config.zero_init_residual = o.zero_init_residual;
+  model_config.precision = kernels::parse_precision(o.precision);
   std::unique_ptr<model::Model> net = model::Model::create(model_config);
   net->build(o.batch_size, height, width);
   net->init(o.seed);

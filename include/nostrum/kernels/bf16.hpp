@@ -11,6 +11,7 @@
 #include <string>
 
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision.hpp"
 
 namespace nostrum::kernels {
 
@@ -42,14 +43,6 @@ inline float round_to_bf16(float x) {
 
 // dst[i] = fp32_to_bf16(src[i]), AVX-512 where the CPU has it; bit-identical to the scalar loop.
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
-
-// ---- precision of the compute (conv, linear) ----
-
-enum class Precision { kFp32, kBf16 };
-
-// "fp32" / "bf16"; parse_precision throws OptionError naming both for anything else.
-const char* precision_name(Precision p);
-Precision parse_precision(const std::string& name);
 
 // ---- CPU features ----
 
