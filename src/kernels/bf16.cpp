@@ -234,4 +234,13 @@ double bf16_dot_probe_seconds(int64_t iterations) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+double fp32_fma_probe_seconds(int64_t iterations) {
+  NOSTRUM_CHECK(bf16_features().avx512, OptionError, "the FMA probe needs AVX512F",
+                "fp32_fma_probe");
+  const auto t0 = std::chrono::steady_clock::now();
+  volatile float sink = bf16_avx512::fma_probe(iterations);
+  (void)sink;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace nostrum::kernels

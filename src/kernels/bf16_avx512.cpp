@@ -94,9 +94,10 @@ void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64
     tile<r, NB, ROWS>(C, ldc, A, B, ldb, n_valid, pairs, alpha, beta, overwrite); \
     break;
     NOSTRUM_TILE(1)
-    NOSTRUM_TILE(2) NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5) NOSTRUM_TILE(6) NOSTRUM_TILE(7)
-        NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10) NOSTRUM_TILE(11) NOSTRUM_TILE(12)
-            NOSTRUM_TILE(13) NOSTRUM_TILE(14)
+    NOSTRUM_TILE(2)
+    NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5) NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8)
+        NOSTRUM_TILE(9) NOSTRUM_TILE(10) NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13)
+            NOSTRUM_TILE(14)
 #undef NOSTRUM_TILE
                 default : break;
   }
@@ -203,6 +204,21 @@ float dot_probe(int64_t iterations) {
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 24
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+float fma_probe(int64_t iterations) {
+  constexpr int kChains = 24;
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0x1p-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
     __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
   }
   __m512 s = acc[0];

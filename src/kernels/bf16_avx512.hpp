@@ -43,5 +43,7 @@ void gemm_block(float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb,
 // iterations rounds of 24 independent vdpbf16ps chains in registers; returns a value that depends
 // on every chain (so nothing is optimised away).
 float dot_probe(int64_t iterations);
+// The same with vfmadd231ps (16 lanes x 2 flops): fp32's register ceiling, for the ratio.
+float fma_probe(int64_t iterations);
 
 }  // namespace nostrum::kernels::bf16_avx512

@@ -181,6 +181,23 @@ double bf16_dot_ceiling(int repeats) {
   return threads * double(iterations) * 24 * 16 * 2 * 2 / s * 1e-9;
 }
 
+// GFLOP/s of the same register probe with fp32 FMAs (half the flops per instruction): on a CPU
+// where vdpbf16ps issues at half FMA's rate the two read the same. 0 without AVX-512.
+double fp32_fma_ceiling(int repeats) {
+  if (!nostrum::kernels::bf16_features().avx512) return 0.0;
+  const int64_t iterations = 20000000;
+  int threads = 1;
+  const double s = best_seconds(repeats, [&] {
+#pragma omp parallel
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      nostrum::kernels::fp32_fma_probe_seconds(iterations);
+    }
+  });
+  return threads * double(iterations) * 24 * 16 * 2 / s * 1e-9;
+}
+
 // GFLOP/s of the bf16 GEMM (nostrum's vdpbf16ps kernel, packing included) on 2048^3.
 double bf16_gemm_ceiling(int repeats) {
   if (!nostrum::kernels::bf16_available()) return 0.0;
@@ -243,12 +260,14 @@ int main(int argc, char** argv) try {
   const double sgemm = opt.ceiling ? sgemm_ceiling(opt.repeats) : 0.0;
   const double bf16_dot = opt.ceiling ? bf16_dot_ceiling(opt.repeats) : 0.0;
   const double bf16_gemm = opt.ceiling ? bf16_gemm_ceiling(opt.repeats) : 0.0;
+  const double fma_dot = opt.ceiling ? fp32_fma_ceiling(opt.repeats) : 0.0;
   // The percentages: of SGEMM in fp32, of the vdpbf16ps register ceiling in bf16.
   const double ceiling = bf16 ? bf16_dot : sgemm;
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
   std::printf(
       "# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s, BF16-DOT "
-      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, precision %s, %s\n",
+      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT %.1f GFLOP/s, precision %s, "
+      "%s\n",
       omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
       nostrum::kernels::precision_name(opt.precision),
       nostrum::kernels::bf16_features().describe().c_str());

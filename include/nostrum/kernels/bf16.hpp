@@ -97,5 +97,8 @@ inline void gemm(Precision precision, Trans trans_a, Trans trans_b, int M, int N
 // Seconds for `iterations` rounds of 24 independent vdpbf16ps chains on registers (one thread):
 // 24 * 16 lanes * 2 products * 2 flops per instruction. Requires bf16_available().
 double bf16_dot_probe_seconds(int64_t iterations);
+// The same rounds of 24 vfmadd231ps chains (24 * 16 lanes * 2 flops each): fp32's register
+// ceiling, so the two are compared on one CPU. Requires AVX-512 (bf16_features().avx512).
+double fp32_fma_probe_seconds(int64_t iterations);
 
 }  // namespace nostrum::kernels
