@@ -95,11 +95,11 @@ void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64
     break;
     NOSTRUM_TILE(1)
     NOSTRUM_TILE(2)
-    NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5) NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8)
-        NOSTRUM_TILE(9) NOSTRUM_TILE(10) NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13)
-            NOSTRUM_TILE(14)
+    NOSTRUM_TILE(3)
+    NOSTRUM_TILE(4) NOSTRUM_TILE(5) NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9)
+        NOSTRUM_TILE(10) NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13) NOSTRUM_TILE(14)
 #undef NOSTRUM_TILE
-                default : break;
+            default : break;
   }
 }
 
@@ -204,7 +204,6 @@ float dot_probe(int64_t iterations) {
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 24
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
   }
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
@@ -219,7 +218,6 @@ float fma_probe(int64_t iterations) {
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 24
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
   }
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);

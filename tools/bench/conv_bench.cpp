@@ -269,7 +269,7 @@ int main(int argc, char** argv) try {
       "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT %.1f GFLOP/s, precision %s, "
       "%s\n",
       omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
-      nostrum::kernels::precision_name(opt.precision),
+      fma_dot, nostrum::kernels::precision_name(opt.precision),
       nostrum::kernels::bf16_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
               "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%",
