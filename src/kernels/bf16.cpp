@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <vector>
 
 #include "bf16_avx512.hpp"
@@ -50,6 +51,11 @@ Bf16Features detect() {
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
   f.amx_bf16 = amx_bf16 && amx_tile;
+  // Tests of the paths for CPUs without the features (the error, the skip) set this.
+  if (const char* off = std::getenv("NOSTRUM_CPU_NO_BF16"); off && *off && *off != '0') {
+    f.avx512_bf16 = false;
+    f.amx_bf16 = false;
+  }
   if (f.amx_bf16) {
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     f.amx_permitted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;

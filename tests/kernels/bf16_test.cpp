@@ -209,7 +209,7 @@ TEST_CASE("gemm_bf16 matches float64 within the bf16 bound, odd shapes, all tran
   CHECK(worst.full_max > 0.01);
 }
 
-TEST_CASE("gemm_bf16 with packed B reuses the pack; K = 0 scales C by beta", "[bf16]") {
+TEST_CASE("gemm_bf16 with packed B reuses the pack, K = 0 scales C by beta", "[bf16]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int M = 20, N = 24, K = 9;

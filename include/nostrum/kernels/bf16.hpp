@@ -55,7 +55,9 @@ struct Bf16Features {
   bool amx_permitted = false;
   std::string describe() const;  // e.g. "avx512_bf16=yes amx_bf16=no (amx not in cpuid)"
 };
-const Bf16Features& bf16_features();  // detected once
+// Detected once. NOSTRUM_CPU_NO_BF16=1 in the environment reports AVX512_BF16 and AMX absent (to
+// test the error and skip paths on a CPU that has them).
+const Bf16Features& bf16_features();
 
 // Whether the bf16 GEMM runs here: AVX512_BF16 (the only bf16 kernel; the AMX tiles are not used
 // yet, see tools/bench/README.md).
