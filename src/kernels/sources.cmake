@@ -1,5 +1,7 @@
 # kernels: BLAS wrapper and hand-written compute kernels.
 list(APPEND NOSTRUM_CORE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/bf16.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
@@ -9,3 +11,6 @@ list(APPEND NOSTRUM_CORE_SOURCES
 # The AVX-512 kernels only: called after a run-time CPU check (direct_conv.cpp), never -march=native.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")
+# The AVX512_BF16 loops only: called after a run-time CPU check (bf16.cpp).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
+  PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mfma")

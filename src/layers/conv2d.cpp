@@ -11,6 +11,7 @@
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
@@ -54,11 +55,14 @@ void check_geometry(const ConvGeometry& g) {
 // thread count (threads only divide it), so scratch sized once stays valid whatever the pool size.
 struct Plan {
   PatchShape shape;
-  int64_t rows = 0;           // output pixels N*P*Q: the GEMM's M
-  int64_t row_length = 0;     // R*S*C: the GEMM's inner dimension
-  bool direct = false;        // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
-  bool pack = false;          // weight (K,C,R,S) must be reordered to (K, R*S*C)
-  size_t pack_floats = 0;     // packed weights (or their gradient), padded to 64 bytes
+  int64_t rows = 0;        // output pixels N*P*Q: the GEMM's M
+  int64_t row_length = 0;  // R*S*C: the GEMM's inner dimension
+  bool direct = false;     // 1x1, stride 1, pad 0: in (N*H*W, C) is the column matrix itself
+  bool pack = false;       // weight (K,C,R,S) must be reordered to (K, R*S*C)
+  size_t pack_floats = 0;  // packed weights (or their gradient), padded to 64 bytes
+  // bf16 only: the weights as bf16 k-pair words for the forward and backward-data GEMMs' B
+  // operand (kernels/bf16.hpp), after the packed weights; 0 in fp32.
+  size_t word_floats = 0;
   size_t column_floats = 0;   // the column region
   size_t partial_floats = 0;  // one thread's weight-gradient partial (K, R*S*C), padded
   int64_t shared_tile_rows = 0;
@@ -79,6 +83,14 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   const size_t direct_floats =
       kernels::direct_conv_available() ? Arena::padded(kernels::direct_conv_packed_floats(g)) : 0;
   plan.pack_floats = std::max(plan.pack ? plan.partial_floats : size_t(0), direct_floats);
+  if (options.precision == kernels::Precision::kBf16) {
+    kernels::require_bf16(describe(g));
+    // Forward: op(B) = packed^T (R*S*C x K); backward data: op(B) = packed (K x R*S*C).
+    plan.word_floats =
+        Arena::padded(std::max(kernels::bf16_packed_b_words(int(plan.row_length), g.K),
+                               kernels::bf16_packed_b_words(g.K, int(plan.row_length))));
+    plan.pack_floats += plan.word_floats;
+  }
   const size_t budget =
       options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
   const size_t all = Arena::padded(size_t(plan.rows) * plan.row_length);
@@ -90,8 +102,9 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
 
 // Whether a pass runs on the direct kernels (see ConvAlgorithm).
-bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm) {
-  if (algorithm == ConvAlgorithm::kGemm) return false;
+bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm,
+                kernels::Precision precision) {
+  if (algorithm == ConvAlgorithm::kGemm || precision == kernels::Precision::kBf16) return false;
   const bool fits = pass == Pass::kForward        ? kernels::direct_conv_forward_fits(g)
                     : pass == Pass::kBackwardData ? kernels::direct_conv_backward_data_fits(g)
                                                   : kernels::direct_conv_backward_weights_fits(g);
@@ -172,6 +185,23 @@ void col2im_parallel(float* d_in, const float* col, const Plan& plan, int64_t ro
   }
 }
 
+// The forward and backward-data GEMMs against the weights: fp32 through the BLAS wrapper when
+// words is null, else bf16 against the weights' words packed once per call (kernels/bf16.hpp).
+void gemm_weights(const uint32_t* words, Trans trans_a, Trans trans_b, int M, int N, int K,
+                  float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                  float* C, int ldc) {
+  if (words)
+    kernels::gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, words, beta, C, ldc);
+  else
+    gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// bf16: the weights' words at the end of the packed-weight region; null in fp32.
+uint32_t* weight_words(float* scratch, const Plan& plan) {
+  if (plan.word_floats == 0) return nullptr;
+  return reinterpret_cast<uint32_t*>(scratch + plan.pack_floats - plan.word_floats);
+}
+
 void zero_parallel(float* p, int64_t count) {
 #pragma omp parallel
   {
@@ -195,7 +225,7 @@ size_t conv2d_scratch_floats(const ConvGeometry& g) {
 void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
                     float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
-  if (use_direct(g, Pass::kForward, options.algorithm)) {
+  if (use_direct(g, Pass::kForward, options.algorithm, options.precision)) {
     kernels::direct_conv_forward(out, in, weight, g, scratch);
     return;
   }
@@ -208,19 +238,21 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
     kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
     packed = scratch;
   }
+  uint32_t* words = weight_words(scratch, plan);  // bf16: op(B) = packed^T (R*S*C x K)
+  if (words) kernels::bf16_pack_b(words, Trans::kYes, packed, int(L), int(L), K);
   const ConvThreading mode = choose(plan, Pass::kForward, threads, options.threading);
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
-      gemm(Trans::kNo, Trans::kYes, int(plan.rows), K, int(L), 1.0f, in, int(L), packed, int(L),
-           0.0f, out, K);
+      gemm_weights(words, Trans::kNo, Trans::kYes, int(plan.rows), K, int(L), 1.0f, in, int(L),
+                   packed, int(L), 0.0f, out, K);
       return;
     }
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
       im2col_parallel(column, in, plan, r0, n);
-      gemm(Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, column, int(L), packed, int(L), 0.0f,
-           out + r0 * K, K);
+      gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, column, int(L), packed,
+                   int(L), 0.0f, out + r0 * K, K);
     }
     return;
   }
@@ -240,8 +272,8 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
         kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
         a = my_column;
       }
-      gemm(Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed, int(L), 0.0f,
-           out + r0 * K, K);
+      gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed,
+                   int(L), 0.0f, out + r0 * K, K);
     }
   }
 }
@@ -254,7 +286,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
-  if (use_direct(g, Pass::kBackwardWeights, options.algorithm)) {
+  if (use_direct(g, Pass::kBackwardWeights, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_weights(d_weight, d_out, in, g);
     return;
   }
@@ -268,14 +300,14 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
-      gemm(Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K, in, int(L), 0.0f,
-           d_packed, int(L));
+      gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K,
+           in, int(L), 0.0f, d_packed, int(L));
     } else {
       for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
         const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
         im2col_parallel(column, in, plan, r0, n);
-        gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, column, int(L),
-             r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
+        gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
+             column, int(L), r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
       }
     }
   } else {
@@ -299,8 +331,8 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
           kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
           b = my_column;
         }
-        gemm(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, b, int(L),
-             r0 == begin ? 0.0f : 1.0f, partial, int(L));
+        gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
+             b, int(L), r0 == begin ? 0.0f : 1.0f, partial, int(L));
       }
 #pragma omp barrier
       const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
@@ -317,7 +349,7 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
                           const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
-  if (use_direct(g, Pass::kBackwardData, options.algorithm)) {
+  if (use_direct(g, Pass::kBackwardData, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_data(d_in, d_out, weight, g, scratch, options.accumulate_d_in);
     return;
   }
@@ -331,13 +363,15 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     kernels::pack_conv_weight(scratch, weight, g.K, g.C, g.R, g.S);
     packed = scratch;
   }
+  uint32_t* words = weight_words(scratch, plan);  // bf16: op(B) = packed (K x R*S*C)
+  if (words) kernels::bf16_pack_b(words, Trans::kNo, packed, int(L), K, int(L));
   const ConvThreading mode = choose(plan, Pass::kBackwardData, threads, options.threading);
   const bool accumulate = options.accumulate_d_in;  // d_in += rather than =: no zero-fill at all
   const float beta = accumulate ? 1.0f : 0.0f;
   if (plan.direct) {
     if (mode == ConvThreading::kSharedGemm) {
-      gemm(Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed, int(L), beta,
-           d_in, int(L));
+      gemm_weights(words, Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed,
+                   int(L), beta, d_in, int(L));
       return;
     }
     const int64_t tile = balanced_piece(
@@ -346,8 +380,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < tiles; ++i) {
       const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
-      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L), beta,
-           d_in + r0 * L, int(L));
+      gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
+                   packed, int(L), beta, d_in + r0 * L, int(L));
     }
     return;
   }
@@ -358,8 +392,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     if (!accumulate) zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-      gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L), 0.0f,
-           column, int(L));
+      gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
+                   packed, int(L), 0.0f, column, int(L));
       col2im_parallel(d_in, column, plan, r0, n);
     }
     return;
@@ -383,8 +417,8 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
       const int64_t end = n1 * rows_per_image;
       for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);
-        gemm(Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K, packed, int(L),
-             0.0f, my_column, int(L));
+        gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
+                     packed, int(L), 0.0f, my_column, int(L));
         kernels::col2im_nhwc_add(d_in, my_column, plan.shape, r0, r0 + n, 0, g.C);
       }
     }

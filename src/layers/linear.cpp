@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/gemm.hpp"
 
 namespace nostrum::layers {
@@ -10,16 +11,18 @@ namespace nostrum::layers {
 using kernels::Trans;
 
 void linear_forward(float* out, const float* in, const float* weight, const float* bias, int N,
-                    int C, int K) {
+                    int C, int K, kernels::Precision precision) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
     for (int k = 0; k < K; ++k) out[static_cast<int64_t>(n) * K + k] = bias[k];
-  kernels::gemm(Trans::kNo, Trans::kYes, N, K, C, 1.0f, in, C, weight, C, 1.0f, out, K);
+  kernels::gemm(precision, Trans::kNo, Trans::kYes, N, K, C, 1.0f, in, C, weight, C, 1.0f, out, K);
 }
 
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
-                     const float* in, const float* weight, int N, int C, int K) {
-  kernels::gemm(Trans::kYes, Trans::kNo, K, C, N, 1.0f, d_out, K, in, C, 0.0f, d_weight, C);
+                     const float* in, const float* weight, int N, int C, int K,
+                     kernels::Precision precision) {
+  kernels::gemm(precision, Trans::kYes, Trans::kNo, K, C, N, 1.0f, d_out, K, in, C, 0.0f, d_weight,
+                C);
 #pragma omp parallel for schedule(static)
   for (int k = 0; k < K; ++k) {
     float s = 0.0f;
@@ -27,7 +30,8 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
     d_bias[k] = s;
   }
   if (d_in)
-    kernels::gemm(Trans::kNo, Trans::kNo, N, C, K, 1.0f, d_out, K, weight, C, 0.0f, d_in, C);
+    kernels::gemm(precision, Trans::kNo, Trans::kNo, N, C, K, 1.0f, d_out, K, weight, C, 0.0f, d_in,
+                  C);
 }
 
 }  // namespace nostrum::layers

@@ -69,6 +69,7 @@ ResNetSpec resnet_spec(const ModelConfig& config) {
     spec.num_classes = config.num_classes;
     spec.in_channels = config.in_channels;
     spec.zero_init_residual = config.zero_init_residual;
+    spec.precision = config.precision;
     return spec;
   }
   throw OptionError("unknown model '" + config.name + "'", "option --model",

@@ -408,7 +408,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         break;
       case LayerKind::kLinear:
         layers::linear_forward(l.output, l.input, s.param(l, entry::kWeight).value,
-                               s.param(l, entry::kBias).value, s.n, l.in.C, l.out.C);
+                               s.param(l, entry::kBias).value, s.n, l.in.C, l.out.C,
+                               s.conv_options.precision);
         break;
     }
   });
@@ -464,7 +465,8 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
       case LayerKind::kLinear:
         layers::linear_backward(d_input, s.param(l, entry::kWeight).grad,
                                 s.param(l, entry::kBias).grad, d_output, l.input,
-                                s.param(l, entry::kWeight).value, s.n, l.in.C, l.out.C);
+                                s.param(l, entry::kWeight).value, s.n, l.in.C, l.out.C,
+                                s.conv_options.precision);
         break;
       case LayerKind::kConv:
         break;
@@ -542,7 +544,8 @@ struct Model::Impl {
   float* running_invstd = nullptr;  // eval batch norm (largest C)
   float* d_logits = nullptr;        // (N, classes), written by loss
   float* gradient_buffers[4] = {};  // (N, largest activation) each: two boundaries, two temps
-  // The options every conv pass starts from (and that size the conv scratch): the defaults.
+  // The options every conv pass starts from (and that size the conv scratch): the defaults and
+  // the model's precision (bf16: kernels/bf16.hpp; the classifier takes the same precision).
   layers::ConvOptions conv_options;
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
@@ -693,6 +696,7 @@ void Model::build(int max_batch, int height, int width) {
     p.value = (p.trainable() ? params_.data() : buffers_.data()) + p.offset;
     if (p.trainable()) p.grad = grads_.data() + p.offset;
   }
+  m.conv_options.precision = spec_.precision;
   m.allocate_activations(*this, max_batch);
   m.link_tensors();
 }

@@ -91,6 +91,7 @@ void build_model(Run& run) {
   config.in_channels = run.plan.channels;
   config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
   config.zero_init_residual = o.zero_init_residual;
+  config.precision = o.precision;
   run.model = model::Model::create(config);
   model::Model& net = *run.model;
   net.build(o.batch_size, run.plan.height, run.plan.width);

@@ -51,7 +51,7 @@ Enum parse_choice(const std::string& option, const std::string& value,
 
 // Enum-valued options are read as text and parsed after notify (with the valid choices).
 struct EnumText {
-  std::string optimizer, lr_schedule, overlap;
+  std::string optimizer, lr_schedule, overlap, precision;
   bool no_overlap = false;
 };
 
@@ -71,7 +71,7 @@ po::options_description data_options(TrainOptions& o) {
   return data;
 }
 
-po::options_description model_options(TrainOptions& o) {
+po::options_description model_options(TrainOptions& o, EnumText& text) {
   po::options_description model("Model");
   // clang-format off
   model.add_options()
@@ -82,6 +82,8 @@ po::options_description model_options(TrainOptions& o) {
     ("zero-init-residual", po::bool_switch(&o.zero_init_residual),
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
+    ("precision", po::value(&text.precision)->default_value(text.precision),
+     "fp32 | bf16: bf16 operands, fp32 sums in the convs and classifier (needs AVX512_BF16)")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
   // clang-format on
   return model;
@@ -194,6 +196,7 @@ void validate(TrainOptions& o, const EnumText& text) {
       parse_choice<optim::OptimizerKind>("optimizer", text.optimizer, optim::optimizer_names());
   o.overlap = parse_choice<OverlapPolicy>("overlap", text.overlap, overlap_policy_names());
   if (text.no_overlap) o.overlap = OverlapPolicy::kOff;
+  o.precision = kernels::parse_precision(text.precision);
   o.lr_schedule =
       parse_choice<optim::ScheduleKind>("lr-schedule", text.lr_schedule, optim::schedule_names());
   require_choice("submission-status", o.submission_status,
@@ -249,11 +252,12 @@ const std::vector<std::string>& overlap_policy_names() {
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   EnumText text{optim::to_string(o.optimizer), optim::to_string(o.lr_schedule),
-                overlap_policy_names()[static_cast<size_t>(o.overlap)]};
+                overlap_policy_names()[static_cast<size_t>(o.overlap)],
+                kernels::precision_name(o.precision)};
   po::options_description all(
       "nostrum-train: data-parallel training to a target accuracy\n"
       "usage: [mpirun -n P] nostrum-train --data DIR [options]");
-  all.add(data_options(o)).add(model_options(o)).add(optimisation_options(o, text));
+  all.add(data_options(o)).add(model_options(o, text)).add(optimisation_options(o, text));
   all.add(evaluation_options(o)).add(parallelism_options(o, text)).add(run_options(o));
   po::variables_map vm;
   try {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/kernels/precision.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
 
@@ -27,6 +28,7 @@ struct TrainOptions {
   int width = 0;             // first-stage width; 0 = the model's default (16 CIFAR, 64 ImageNet)
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
+  kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
   // optimisation
   int batch_size = 128;      // per rank
   int epochs = 5;            // budget: the run stops (aborted) after this many

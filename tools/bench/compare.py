@@ -4,7 +4,10 @@ the SGEMM ceiling probe, nostrum-bench, and PyTorch in NCHW and channels_last (b
 order alternating between rounds so that drifting machine load favours neither side.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
-                              [--blas avx512|env|both] [--steps K] [--layers]
+                              [--blas avx512|env|both] [--steps K] [--layers] [--bf16]
+--bf16 adds the bf16 columns: nostrum --precision bf16, PyTorch bf16 autocast (best of NCHW and
+channels_last), and the bf16 dot-product ceiling (vdpbf16ps in registers, nostrum-conv-bench's
+probe), all interleaved with the fp32 runs in the same rounds.
 Cases: 1 resnet50 224x224x3 batch 32; 2 resnet8 28x28x1 batch 128 (10 classes); 3 resnet50 64x64x3
 batch 64. Prints every JSON line it collects, then the table of ratios.
 """
@@ -34,12 +37,22 @@ def run_json(cmd, env, show_profile=False):
     return json.loads(lines[-1])
 
 
-def sgemm_gflops(build, env):
+def probe_line(build, env):
     out = subprocess.run([os.path.join(build, "tools", "bench", "nostrum-conv-bench"), "--only",
                           "-", "--repeats", "3"], env=env, check=True, capture_output=True,
                          text=True).stdout.splitlines()[0]
-    # "# nostrum-conv-bench: threads T, openblas core X, SGEMM 2048^3 G GFLOP/s"
+    # "# nostrum-conv-bench: threads T, openblas core X, SGEMM 2048^3 G GFLOP/s, BF16-DOT D GFLOP/s,
+    #  BF16-GEMM 2048^3 B GFLOP/s, ..."
+    return out
+
+
+def sgemm_gflops(build, env):
+    out = probe_line(build, env)
     return float(out.split("SGEMM 2048^3")[1].split()[0]), out.split("openblas core")[1].split(",")[0].strip()
+
+
+def bf16_dot_gflops(build, env):
+    return float(probe_line(build, env).split("BF16-DOT")[1].split()[0])
 
 
 def main():
@@ -50,12 +63,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--blas", default="avx512", choices=["avx512", "env", "both"])
     parser.add_argument("--steps", type=int, default=0, help="timed steps (0: per-case default)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="add nostrum bf16, PyTorch bf16 autocast and the bf16 dot ceiling")
     parser.add_argument("--layers", action="store_true",
                         help="nostrum-bench --layers: print nostrum's per-layer profile too")
     args = parser.parse_args()
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
     results = []  # (mode, case, ours, theirs_best, ceiling, core)
+    bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16 best, bf16 dot ceiling)
     for mode in modes:
         env = blas_env(mode)
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -65,6 +81,7 @@ def main():
             common = ["--model", spec["model"], "--image", spec["image"], "--batch",
                       str(spec["batch"]), "--threads", str(args.threads), "--steps", steps]
             ours, theirs, ceilings, core = [], [], [], ""
+            ours16, theirs16, dots = [], [], []
             for r in range(args.rounds):
                 def run_ours():
                     ours.append(run_json([bench] + common + (["--layers"] if args.layers else []),
@@ -76,16 +93,34 @@ def main():
                         theirs.append(run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
                                                + common + ["--format", fmt], env))
                         print(json.dumps(theirs[-1]), flush=True)
+                def run_ours16():
+                    ours16.append(run_json([bench] + common + ["--precision", "bf16"], env))
+                    print(json.dumps(ours16[-1]), flush=True)
+
+                def run_theirs16():
+                    for fmt in ("nchw", "channels_last"):
+                        theirs16.append(run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
+                                                 + common + ["--format", fmt, "--precision", "bf16"], env))
+                        print(json.dumps(theirs16[-1]), flush=True)
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
-                order = (run_ours, run_theirs) if r % 2 == 0 else (run_theirs, run_ours)
+                order = [run_ours, run_theirs] + ([run_ours16, run_theirs16] if args.bf16 else [])
+                if r % 2 == 1:
+                    order.reverse()
                 for fn in order:
                     fn()
+                if args.bf16:
+                    dots.append(bf16_dot_gflops(args.build, env))
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
             best_ours = max(ours, key=lambda x: x["images_per_second"])
             best_theirs = max(theirs, key=lambda x: x["images_per_second"])
             results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core))
+            if args.bf16:
+                bf16_results.append((case, best_ours,
+                                     max(ours16, key=lambda x: x["images_per_second"]),
+                                     max(theirs16, key=lambda x: x["images_per_second"]),
+                                     statistics.median(dots)))
 
     print()
     print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | nostrum GFLOP/s | "
@@ -98,6 +133,22 @@ def main():
               f"{o['images_per_second'] / t['images_per_second']:.2f} | {o['gflops']:.1f} | "
               f"{ceiling:.1f} | {100 * o['gflops'] / ceiling:.0f} | "
               f"{o['peak_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} |")
+
+    if bf16_results:
+        print()
+        print("| case | nostrum fp32 img/s | nostrum bf16 img/s | bf16 / fp32 | PyTorch bf16 img/s "
+              "(format) | nostrum bf16 / PyTorch bf16 | nostrum bf16 GFLOP/s | BF16-DOT GFLOP/s | "
+              "% of BF16-DOT | RSS fp32 / bf16 MB |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for case, o32, o16, t16, dot in bf16_results:
+            spec = CASES[case]
+            print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} | "
+                  f"{o32['images_per_second']:.2f} | {o16['images_per_second']:.2f} | "
+                  f"{o16['images_per_second'] / o32['images_per_second']:.2f} | "
+                  f"{t16['images_per_second']:.2f} ({t16['format']}) | "
+                  f"{o16['images_per_second'] / t16['images_per_second']:.2f} | {o16['gflops']:.1f} | "
+                  f"{dot:.1f} | {100 * o16['gflops'] / dot if dot else 0:.0f} | "
+                  f"{o32['peak_rss_mb']:.0f} / {o16['peak_rss_mb']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // nostrum-conv-bench: times every distinct convolution of ResNet-50 or resnet8 (forward,
-// backward-data, backward-weights) and an SGEMM ceiling probe; prints a table and one JSON line
-// per conv.
+// backward-data, backward-weights) in fp32 or bf16 (--precision), an SGEMM ceiling probe and,
+// where the CPU has AVX512_BF16, the bf16 ceiling probes (vdpbf16ps in registers; the bf16 GEMM
+// on 2048^3); prints a table and one JSON line per conv.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "model_convs.hpp"
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/layers/conv2d.hpp"
-#include "model_convs.hpp"
 
 namespace {
 
@@ -45,13 +47,14 @@ void fill_random(float* p, size_t n, unsigned seed) {
 }
 
 struct Options {
-  std::string model = "resnet50";  // resnet50 | resnet8 (28x28x1, width 16)
+  std::string model = "resnet50";          // resnet50 | resnet8 (28x28x1, width 16)
   int image = 0, batch = 32, repeats = 3;  // image 0: the model's (224, 28)
-  std::string only;  // substring of the conv name
+  std::string only;                        // substring of the conv name
   bool list = false, ceiling = true;
   size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
   std::vector<nostrum::layers::ConvThreading> threadings = {nostrum::layers::ConvThreading::kAuto};
   std::vector<nostrum::layers::ConvAlgorithm> algorithms = {nostrum::layers::ConvAlgorithm::kAuto};
+  nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
 };
 
 // The names of a mode option's values; "all" on the command line means every one, interleaved per
@@ -87,8 +90,7 @@ std::vector<E> parse_modes(const Named<E> (&table)[N], const std::string& value,
     names += std::string(n.name) + ", ";
   }
   if (modes.empty())
-    throw nostrum::OptionError("unknown value '" + value + "'", option,
-                               "use " + names + "or all");
+    throw nostrum::OptionError("unknown value '" + value + "'", option, "use " + names + "or all");
   return modes;
 }
 
@@ -116,6 +118,8 @@ Options parse(int argc, char** argv) {
       o.ceiling = false;
     else if (a == "--budget")
       o.budget = std::stoul(value());
+    else if (a == "--precision")
+      o.precision = nostrum::kernels::parse_precision(value());
     else if (a == "--threading")
       o.threadings = parse_modes(kThreadings, value(), a);
     else if (a == "--algorithm")
@@ -125,11 +129,14 @@ Options parse(int argc, char** argv) {
           "usage: nostrum-conv-bench [--model resnet50|resnet8] [--image 224|28] [--batch 32] "
           "[--repeats 3] "
           "[--threading auto|shared|per-thread|all] [--algorithm auto|gemm|direct|all] "
-          "[--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling]\n"
+          "[--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling] "
+          "[--precision fp32|bf16]\n"
           "  --threading: of the GEMM path; --algorithm: direct AVX-512 kernels or GEMMs (all: "
           "interleaved per conv)\n"
           "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
-          "SGEMM probe\n");
+          "SGEMM and bf16 probes\n"
+          "  --precision bf16: the convs on the vdpbf16ps GEMM (needs AVX512_BF16); percentages "
+          "then of the bf16 dot-product probe\n");
       std::exit(0);
     } else {
       throw nostrum::OptionError("unknown option", a, "see --help");
@@ -156,6 +163,55 @@ double sgemm_ceiling(int repeats) {
   return 2.0 * n * n * n / s * 1e-9;
 }
 
+// GFLOP/s of independent vdpbf16ps chains in registers on every thread of the pool (each
+// instruction 16 lanes x 2 products x 2 flops): the bf16 arithmetic ceiling, as the SGEMM probe
+// is fp32's practical one. 0 without AVX512_BF16.
+double bf16_dot_ceiling(int repeats) {
+  if (!nostrum::kernels::bf16_available()) return 0.0;
+  const int64_t iterations = 20000000;
+  int threads = 1;
+  const double s = best_seconds(repeats, [&] {
+#pragma omp parallel
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      nostrum::kernels::bf16_dot_probe_seconds(iterations);
+    }
+  });
+  return threads * double(iterations) * 24 * 16 * 2 * 2 / s * 1e-9;
+}
+
+// GFLOP/s of the same register probe with fp32 FMAs (half the flops per instruction): on a CPU
+// where vdpbf16ps issues at half FMA's rate the two read the same. 0 without AVX-512.
+double fp32_fma_ceiling(int repeats) {
+  if (!nostrum::kernels::bf16_features().avx512) return 0.0;
+  const int64_t iterations = 20000000;
+  int threads = 1;
+  const double s = best_seconds(repeats, [&] {
+#pragma omp parallel
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      nostrum::kernels::fp32_fma_probe_seconds(iterations);
+    }
+  });
+  return threads * double(iterations) * 24 * 16 * 2 / s * 1e-9;
+}
+
+// GFLOP/s of the bf16 GEMM (nostrum's vdpbf16ps kernel, packing included) on 2048^3.
+double bf16_gemm_ceiling(int repeats) {
+  if (!nostrum::kernels::bf16_available()) return 0.0;
+  const int n = 2048;
+  std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
+  fill_random(a.data(), a.size(), 1);
+  fill_random(b.data(), b.size(), 2);
+  const double s = best_seconds(repeats, [&] {
+    nostrum::kernels::gemm_bf16(nostrum::kernels::Trans::kNo, nostrum::kernels::Trans::kNo, n, n, n,
+                                1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  });
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -166,6 +222,8 @@ int main(int argc, char** argv) try {
                          : nostrum::bench::cifar_resnet_convs(opt.image, 1, 16, 1, opt.batch);
   nostrum::layers::ConvOptions conv_options;
   conv_options.column_budget_floats = opt.budget;
+  conv_options.precision = opt.precision;
+  const bool bf16 = opt.precision == nostrum::kernels::Precision::kBf16;
   if (opt.list) {
     for (const auto& c : convs) {
       const auto& g = c.geometry;
@@ -199,12 +257,23 @@ int main(int argc, char** argv) try {
   fill_random(d_out, out_max, 4);
   fill_random(weight, w_max, 5);
 
-  const double ceiling = opt.ceiling ? sgemm_ceiling(opt.repeats) : 0.0;
+  const double sgemm = opt.ceiling ? sgemm_ceiling(opt.repeats) : 0.0;
+  const double bf16_dot = opt.ceiling ? bf16_dot_ceiling(opt.repeats) : 0.0;
+  const double bf16_gemm = opt.ceiling ? bf16_gemm_ceiling(opt.repeats) : 0.0;
+  const double fma_dot = opt.ceiling ? fp32_fma_ceiling(opt.repeats) : 0.0;
+  // The percentages: of SGEMM in fp32, of the vdpbf16ps register ceiling in bf16.
+  const double ceiling = bf16 ? bf16_dot : sgemm;
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
-  std::printf("# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s\n",
-              omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), ceiling);
+  std::printf(
+      "# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s, BF16-DOT "
+      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT %.1f GFLOP/s, precision %s, "
+      "%s\n",
+      omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
+      fma_dot, nostrum::kernels::precision_name(opt.precision),
+      nostrum::kernels::bf16_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
-              "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%", "bwd-w%");
+              "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%",
+              "bwd-w%");
   double total_flops = 0.0, total_seconds = 0.0;
   for (const auto& c : convs) {
     if (!opt.only.empty() && c.name.find(opt.only) == std::string::npos) continue;
@@ -212,42 +281,44 @@ int main(int argc, char** argv) try {
     const double flops = g.forward_flops();
     bool first = true;
     for (const auto threading : opt.threadings)
-    for (const auto algorithm : opt.algorithms) {
-      conv_options.threading = threading;
-      conv_options.algorithm = algorithm;
-      const std::string mode =
-          std::string(name_of(kThreadings, threading)) + "/" + name_of(kAlgorithms, algorithm);
-      const double fwd = best_seconds(opt.repeats, [&] {
-        nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
-      });
-      const double bwd_w = best_seconds(opt.repeats, [&] {
-        nostrum::layers::conv2d_backward_weights(d_weight, d_out, in, g, scratch, conv_options);
-      });
-      const double bwd_d = best_seconds(opt.repeats, [&] {
-        nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
-      });
-      const double gf = flops * 1e-9;
-      std::printf("  %-36s %-18s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
-                  c.name.c_str(), mode.c_str(), c.count, gf / fwd, gf / bwd_d, gf / bwd_w, pct(gf / fwd),
-                  pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3, bwd_d * 1e3, bwd_w * 1e3);
-      std::printf(
-          "{\"conv\": \"%s\", \"threading\": \"%s\", \"algorithm\": \"%s\", \"count\": %d, "
-          "\"threads\": %d, \"gflop\": %.4f, "
-          "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
-          "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f}\n",
-          c.name.c_str(), name_of(kThreadings, threading), name_of(kAlgorithms, algorithm), c.count,
-          omp_get_max_threads(), gf, gf / fwd, gf / bwd_d,
-          gf / bwd_w, ceiling);
-      if (!first) continue;  // totals of the first mode
-      first = false;
-      const bool stem = g.C <= 4;                         // the stem needs no input gradient
-      total_flops += c.count * flops * (stem ? 2 : 3);
-      total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
-    }
+      for (const auto algorithm : opt.algorithms) {
+        conv_options.threading = threading;
+        conv_options.algorithm = algorithm;
+        const std::string mode =
+            std::string(name_of(kThreadings, threading)) + "/" + name_of(kAlgorithms, algorithm);
+        const double fwd = best_seconds(opt.repeats, [&] {
+          nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
+        });
+        const double bwd_w = best_seconds(opt.repeats, [&] {
+          nostrum::layers::conv2d_backward_weights(d_weight, d_out, in, g, scratch, conv_options);
+        });
+        const double bwd_d = best_seconds(opt.repeats, [&] {
+          nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
+        });
+        const double gf = flops * 1e-9;
+        std::printf("  %-36s %-18s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
+                    c.name.c_str(), mode.c_str(), c.count, gf / fwd, gf / bwd_d, gf / bwd_w,
+                    pct(gf / fwd), pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3, bwd_d * 1e3,
+                    bwd_w * 1e3);
+        std::printf(
+            "{\"conv\": \"%s\", \"threading\": \"%s\", \"algorithm\": \"%s\", \"count\": %d, "
+            "\"threads\": %d, \"gflop\": %.4f, "
+            "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
+            "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"precision\": \"%s\", "
+            "\"bf16_dot_gflops\": %.2f}\n",
+            c.name.c_str(), name_of(kThreadings, threading), name_of(kAlgorithms, algorithm),
+            c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d, gf / bwd_w, sgemm,
+            nostrum::kernels::precision_name(opt.precision), bf16_dot);
+        if (!first) continue;  // totals of the first mode
+        first = false;
+        const bool stem = g.C <= 4;  // the stem needs no input gradient
+        total_flops += c.count * flops * (stem ? 2 : 3);
+        total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
+      }
   }
   std::printf(
       "# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
-      "SGEMM)\n",
+      "the ceiling)\n",
       total_flops * 1e-9, total_seconds, total_flops * 1e-9 / total_seconds,
       pct(total_flops * 1e-9 / total_seconds));
   return 0;

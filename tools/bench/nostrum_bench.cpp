@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/model/model.hpp"
@@ -24,14 +25,16 @@ struct Options {
   int height = 224, width = 224, channels = 3;
   int batch = 32, threads = 0, steps = 5, warmup = 1, classes = 0;
   bool layers = false;
+  nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
 };
 
 const char* kUsage =
     "usage: nostrum-bench --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]\n"
-    "                     [--classes K] [--layers]\n"
+    "                     [--classes K] [--layers] [--precision fp32|bf16]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
-    "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones.\n";
+    "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
+    "  and the classifier on bf16 operands with fp32 sums (needs AVX512_BF16).\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -67,6 +70,8 @@ Options parse(int argc, char** argv) {
       o.warmup = number(value());
     } else if (a == "--classes") {
       o.classes = number(value());
+    } else if (a == "--precision") {
+      o.precision = nostrum::kernels::parse_precision(value());
     } else if (a == "--layers") {
       o.layers = true;
     } else if (a == "--help" || a == "-h") {
@@ -141,6 +146,7 @@ int main(int argc, char** argv) try {
   nostrum::model::ModelConfig config;
   config.name = opt.model;
   config.in_channels = opt.channels;
+  config.precision = opt.precision;
   auto spec = nostrum::model::resnet_spec(config);  // validates the name
   config.num_classes = opt.classes > 0 ? opt.classes : (spec.imagenet_stem ? 1000 : 10);
   auto model = nostrum::model::Model::create(config);
@@ -181,10 +187,12 @@ int main(int argc, char** argv) try {
   std::printf(
       "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
       "\"images_per_second\": %.3f, \"gflops\": %.2f, \"peak_rss_mb\": %.0f, "
-      "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f}\n",
+      "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f, "
+      "\"precision\": \"%s\"}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
-      peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss);
+      peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
+      nostrum::kernels::precision_name(opt.precision));
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

@@ -3,7 +3,9 @@
 (forward, label-smoothed cross-entropy, backward, SGD-momentum update), one memory format per run.
 
 Usage: torch_bench.py --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]
-                      [--classes K] [--format nchw|channels_last]
+                      [--classes K] [--format nchw|channels_last] [--precision fp32|bf16]
+bf16: forward and loss under torch.cpu.amp.autocast(dtype=torch.bfloat16), PyTorch's fastest CPU
+training mode.
 Prints one JSON line with the keys nostrum-bench prints (images_per_second is batch / median step).
 """
 import argparse
@@ -29,6 +31,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--classes", type=int, default=0)
     parser.add_argument("--format", default="channels_last", choices=["nchw", "channels_last"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     args = parser.parse_args()
     h, w, c = (int(v) for v in args.image.split("x"))
     classes = args.classes or (10 if args.model in CIFAR_BLOCKS else 1000)
@@ -45,7 +48,8 @@ def main():
     for step in range(args.warmup + args.steps):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
+        with torch.cpu.amp.autocast(enabled=args.precision == "bf16", dtype=torch.bfloat16):
+            loss = loss_fn(model(images), labels)
         loss.backward()
         opt.step()
         if step >= args.warmup:
@@ -56,7 +60,7 @@ def main():
         "model": args.model, "image": args.image, "batch": args.batch, "threads": args.threads,
         "images_per_second": round(args.batch / median, 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
-        "format": args.format, "torch": torch.__version__, "step_seconds": round(median, 4),
+        "format": args.format, "precision": args.precision, "torch": torch.__version__, "step_seconds": round(median, 4),
         "steps": args.steps, "loss": round(float(loss), 4)}), flush=True)
 
 

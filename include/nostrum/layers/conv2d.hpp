@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/window.hpp"
 
 namespace nostrum::layers {
@@ -45,6 +46,10 @@ struct ConvOptions {
   // Backward-data only: d_in += the input gradient instead of d_in = (a residual block's input
   // gradient is the shortcut's plus the path's: one pass instead of two).
   bool accumulate_d_in = false;
+  // kBf16: every pass runs on the bf16 GEMM (operands rounded to bf16 while packing, fp32 sums and
+  // fp32 results; the direct kernels are fp32-only and not used); needs AVX512_BF16 (throws
+  // OptionError naming it otherwise). Activations, gradients and weights stay fp32 in memory.
+  kernels::Precision precision = kernels::Precision::kFp32;
 };
 
 size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);

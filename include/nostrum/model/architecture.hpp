@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/kernels/precision.hpp"
+
 namespace nostrum::model {
 
 // What a user picks: the model name and the few knobs that change its shape or init.
@@ -14,6 +16,7 @@ struct ModelConfig {
   int in_channels = 3;
   int width = 0;  // stage-1 width; 0 = the model's default (64 ImageNet, 16 CIFAR)
   bool zero_init_residual = false;  // last BN gamma of every block starts at 0 (torchvision option)
+  kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
 };
 
 struct ResNetSpec {
@@ -25,6 +28,7 @@ struct ResNetSpec {
   int num_classes = 1000;
   int in_channels = 3;
   bool zero_init_residual = false;
+  kernels::Precision precision = kernels::Precision::kFp32;
 };
 
 // The spec for a config; throws OptionError listing model_names() for an unknown name, and for

@@ -1,0 +1,106 @@
+// bfloat16 (bf16): fp32's sign, 8-bit exponent and top 7 fraction bits (8-bit significand), one
+// 16-bit word. Round-to-nearest-even conversion, the CPU features the bf16 kernels need, and the
+// mixed-precision GEMM: bf16 operands (rounded from fp32 while packing), fp32 accumulation, fp32
+// result. Packed operands are "pair matrices" of 32-bit words: word (p, j) holds op(X)[2p][j] in
+// its low half and op(X)[2p+1][j] in its high half (the k-pairs that one vdpbf16ps lane sums).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision.hpp"
+
+namespace nostrum::kernels {
+
+// ---- scalar conversion (the reference the vector code is tested against) ----
+
+// Round to nearest, ties to even; NaN stays NaN (quiet bit set, sign and top payload kept);
+// +-inf stays +-inf; values past bf16's largest finite round to inf as IEEE says; denormals round
+// like any other value (no flush to zero).
+inline uint16_t fp32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// Exact: every bf16 is an fp32.
+inline float bf16_to_fp32(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// x rounded to bf16 and back (what a bf16 operand holds), for references and tests.
+inline float round_to_bf16(float x) {
+  return bf16_to_fp32(fp32_to_bf16(x));
+}
+
+// dst[i] = fp32_to_bf16(src[i]), AVX-512 where the CPU has it; bit-identical to the scalar loop.
+void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
+
+// ---- CPU features ----
+
+struct Bf16Features {
+  bool avx512 = false;       // AVX512F + BW with OS support (xgetbv)
+  bool avx512_bf16 = false;  // AVX512_BF16 (cpuid 7.1 eax bit 5): vdpbf16ps
+  bool amx_bf16 = false;     // AMX-TILE and AMX-BF16 in cpuid (7.0 edx bits 24 and 22)
+  // Linux granted tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); requested once,
+  // only where amx_bf16. False when refused (old kernel, seccomp): the AVX512_BF16 path runs.
+  bool amx_permitted = false;
+  std::string describe() const;  // e.g. "avx512_bf16=yes amx_bf16=no (amx not in cpuid)"
+};
+// Detected once. NOSTRUM_CPU_NO_BF16=1 in the environment reports AVX512_BF16 and AMX absent (to
+// test the error and skip paths on a CPU that has them).
+const Bf16Features& bf16_features();
+
+// Whether the bf16 GEMM runs here: AVX512_BF16 (the only bf16 kernel; the AMX tiles are not used
+// yet, see tools/bench/README.md).
+bool bf16_available();
+// Throws OptionError naming the missing CPU feature (AVX512F or AVX512_BF16) unless available.
+void require_bf16(const std::string& where);
+
+// ---- mixed-precision GEMM ----
+
+// Words of a packed op(B) (K x N): ceil(K/2) pair rows of N rounded up to 16 words.
+size_t bf16_packed_b_words(int K, int N);
+// Packs op(B) (K x N, row-major B with leading dimension ldb; B^T when trans_b) into dst (see top
+// of file), rounding to bf16; an odd K's last pair and the columns past N are zero.
+void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N);
+
+// C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
+// bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
+// region it uses the pool; inside one, the calling thread. Requires bf16_available().
+void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                      const uint32_t* Bp, float beta, float* C, int ldc);
+
+// Same as kernels::gemm with both operands rounded to bf16: packs B (per-thread buffer) and calls
+// gemm_bf16_packed.
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// gemm or gemm_bf16 by precision: the one call site the layers use.
+inline void gemm(Precision precision, Trans trans_a, Trans trans_b, int M, int N, int K,
+                 float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                 float* C, int ldc) {
+  if (precision == Precision::kBf16)
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// ---- ceiling probe (tools/bench) ----
+
+// Seconds for `iterations` rounds of 24 independent vdpbf16ps chains on registers (one thread):
+// 24 * 16 lanes * 2 products * 2 flops per instruction. Requires bf16_available().
+double bf16_dot_probe_seconds(int64_t iterations);
+// The same rounds of 24 vfmadd231ps chains (24 * 16 lanes * 2 flops each): fp32's register
+// ceiling, so the two are compared on one CPU. Requires AVX-512 (bf16_features().avx512).
+double fp32_fma_probe_seconds(int64_t iterations);
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,252 @@
+// bf16 conversion, CPU feature detection (cpuid, xgetbv, Linux's AMX tile permission) and the
+// driver of the mixed-precision GEMM: it rounds A into 32-bit k-pair words (row-major, or
+// pair-major for a transposed A), blocks the product (256 columns x 168 rows x 192 k-pairs: the B
+// block ~196 KB in L2, one 32-column strip of it ~24 KB in L1) and hands the blocks to the
+// AVX512_BF16 tiles (bf16_avx512.cpp).
+#include "nostrum/kernels/bf16.hpp"
+
+#include <cpuid.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+#include "bf16_avx512.hpp"
+#include "nostrum/core/error.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+constexpr int kPairsPerBlock = 192;
+constexpr int kRowsPerBlock = 168;  // 12 register tiles of 14 rows
+constexpr int kColumnsPerBlock = 256;
+
+int64_t round16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+Bf16Features detect() {
+  Bf16Features f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(1, 0, a, b, c, d);
+  const bool osxsave = (c >> 27) & 1;
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    uint32_t lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (uint64_t(hi) << 32) | lo;
+  }
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1;
+  const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+  // The OS saves the opmask, upper-ZMM and hi16-ZMM state (XCR0 bits 5-7) and the SSE/AVX state.
+  f.avx512 = avx512f && avx512bw && (xcr0 & 0xe6) == 0xe6;
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
+  f.amx_bf16 = amx_bf16 && amx_tile;
+  // Tests of the paths for CPUs without the features (the error, the skip) set this.
+  if (const char* off = std::getenv("NOSTRUM_CPU_NO_BF16"); off && *off && *off != '0') {
+    f.avx512_bf16 = false;
+    f.amx_bf16 = false;
+  }
+  if (f.amx_bf16) {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    f.amx_permitted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }
+  return f;
+}
+
+std::vector<uint32_t>& a_words() {
+  thread_local std::vector<uint32_t> words;
+  return words;
+}
+
+std::vector<uint32_t>& b_words() {
+  thread_local std::vector<uint32_t> words;
+  return words;
+}
+
+// [begin, end) of `count` items for part `part` of `parts`.
+inline int64_t split(int64_t count, int part, int parts) {
+  return count * part / parts;
+}
+
+}  // namespace
+
+void convert_to_bf16(uint16_t* dst, const float* src, int64_t count) {
+  if (bf16_features().avx512) {
+    bf16_avx512::convert(dst, src, count);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) dst[i] = fp32_to_bf16(src[i]);
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw OptionError("unknown precision '" + name + "'", "--precision", "use fp32 or bf16");
+}
+
+std::string Bf16Features::describe() const {
+  std::string s = std::string("avx512=") + (avx512 ? "yes" : "no") +
+                  " avx512_bf16=" + (avx512_bf16 ? "yes" : "no") +
+                  " amx_bf16=" + (amx_bf16 ? "yes" : "no");
+  if (amx_bf16) s += std::string(" amx_tile_data=") + (amx_permitted ? "granted" : "refused");
+  return s;
+}
+
+const Bf16Features& bf16_features() {
+  static const Bf16Features f = detect();
+  return f;
+}
+
+bool bf16_available() {
+  return bf16_features().avx512_bf16;
+}
+
+void require_bf16(const std::string& where) {
+  const Bf16Features& f = bf16_features();
+  if (f.avx512_bf16) return;
+  throw OptionError(std::string("bf16 precision needs the CPU feature ") +
+                        (f.avx512 ? "AVX512_BF16" : "AVX512F/AVX512BW") +
+                        ", which this CPU lacks (" + f.describe() + ")",
+                    where, "run with --precision fp32");
+}
+
+size_t bf16_packed_b_words(int K, int N) {
+  return size_t((K + 1) / 2) * size_t(round16(N));
+}
+
+void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
+  require_bf16("bf16_pack_b");
+  const int64_t ld = round16(N);
+  const int pairs = (K + 1) / 2;
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel if (threaded)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (trans_b == Trans::kNo) {
+      // op(B) = B (K x N): pairs of rows.
+      const int p0 = int(split(pairs, t, nt)), p1 = int(split(pairs, t + 1, nt));
+      if (p1 > p0)
+        bf16_avx512::interleave_rows(dst + p0 * ld, ld, B + int64_t(2 * p0) * ldb, ldb,
+                                     std::min(K, 2 * p1) - 2 * p0, N);
+    } else {
+      // op(B) = B^T, B stored (N x K): blocks of 16 columns of op(B) (rows of B).
+      const int64_t blocks = ld / 16;
+      const int64_t c0 = split(blocks, t, nt) * 16, c1 = split(blocks, t + 1, nt) * 16;
+      if (c1 > c0) {
+        bf16_avx512::interleave_columns(dst + c0, ld, int(c1 - c0), B + c0 * ldb, ldb,
+                                        int(std::max<int64_t>(0, std::min<int64_t>(N, c1) - c0)),
+                                        K);
+      }
+    }
+  }
+}
+
+void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                      const uint32_t* Bp, float beta, float* C, int ldc) {
+  require_bf16("gemm_bf16");
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // no products: C = beta * C
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j)
+        C[int64_t(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[int64_t(i) * ldc + j];
+    return;
+  }
+  const int pairs = (K + 1) / 2;
+  const int64_t ldb = round16(N);
+  // A's words: row-major (M, ld) for op(A) = A; pair-major (pairs, ld) for op(A) = A^T.
+  const int64_t ld = trans_a == Trans::kNo ? round16(pairs) : round16(M);
+  const int64_t a_rows = trans_a == Trans::kNo ? M : pairs;
+  std::vector<uint32_t>& buffer = a_words();
+  if (buffer.size() < size_t(a_rows * ld)) buffer.resize(size_t(a_rows * ld));
+  uint32_t* words = buffer.data();
+  bf16_avx512::WordsA a_all;
+  a_all.a = words;
+  if (trans_a == Trans::kNo) {
+    a_all.row = ld, a_all.pair = 1;
+  } else {
+    a_all.row = 1, a_all.pair = ld;
+  }
+
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
+  const int threads = threaded ? omp_get_max_threads() : 1;
+  const int64_t row_blocks = (M + kRowsPerBlock - 1) / kRowsPerBlock;
+  // Enough pieces for every thread: cut the columns finer (multiples of 32) when rows are few.
+  int64_t columns = kColumnsPerBlock;
+  while (columns > 32 && row_blocks * ((N + columns - 1) / columns) < 2 * threads) columns /= 2;
+  const int64_t column_blocks = (N + columns - 1) / columns;
+  const int64_t pieces = row_blocks * column_blocks;
+
+  auto run_piece = [&](int64_t piece) {
+    const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
+    const int i0 = int(rb * kRowsPerBlock), i1 = std::min(M, i0 + kRowsPerBlock);
+    const int j0 = int(cb * columns), j1 = int(std::min<int64_t>(N, j0 + columns));
+    for (int p0 = 0; p0 < pairs; p0 += kPairsPerBlock) {
+      bf16_avx512::WordsA a = a_all;
+      a.a += i0 * a.row + p0 * a.pair;
+      bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, a, Bp + p0 * ldb + j0, ldb, i1 - i0,
+                              j1 - j0, std::min(kPairsPerBlock, pairs - p0), alpha, beta, p0 == 0);
+    }
+  };
+
+#pragma omp parallel num_threads(threads) if (threaded)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (trans_a == Trans::kNo) {
+      const int64_t r0 = split(M, t, nt), r1 = split(M, t + 1, nt);
+      if (r1 > r0)
+        bf16_avx512::rows_to_words(words + r0 * ld, ld, A + r0 * lda, lda, int(r1 - r0), K);
+    } else {
+      // A stored (K x M): pairs of its rows.
+      const int64_t p0 = split(pairs, t, nt), p1 = split(pairs, t + 1, nt);
+      if (p1 > p0)
+        bf16_avx512::interleave_rows(words + p0 * ld, ld, A + 2 * p0 * lda, lda,
+                                     int(std::min<int64_t>(K, 2 * p1) - 2 * p0), M);
+    }
+#pragma omp barrier
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
+  }
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  require_bf16("gemm_bf16");
+  std::vector<uint32_t>& packed = b_words();
+  const size_t words = bf16_packed_b_words(K, N);
+  if (packed.size() < words) packed.resize(words);
+  bf16_pack_b(packed.data(), trans_b, B, ldb, K, N);
+  gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, packed.data(), beta, C, ldc);
+}
+
+double bf16_dot_probe_seconds(int64_t iterations) {
+  require_bf16("bf16_dot_probe");
+  const auto t0 = std::chrono::steady_clock::now();
+  volatile float sink = bf16_avx512::dot_probe(iterations);
+  (void)sink;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double fp32_fma_probe_seconds(int64_t iterations) {
+  NOSTRUM_CHECK(bf16_features().avx512, OptionError, "the FMA probe needs AVX512F",
+                "fp32_fma_probe");
+  const auto t0 = std::chrono::steady_clock::now();
+  volatile float sink = bf16_avx512::fma_probe(iterations);
+  (void)sink;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace nostrum::kernels

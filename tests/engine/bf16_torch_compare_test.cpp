@@ -1,0 +1,175 @@
+// resnet8 and resnet50 in bf16 against nostrum fp32 and against PyTorch 1.13's bf16 autocast, run
+// live (/usr/bin/python3, tests/engine/torch_bf16_reference.py): same weights and batch, one
+// training step; logits, loss and every parameter gradient. Relative error of a tensor:
+// ||x - ref||_2 / ||ref||_2, the reference being fp32 (PyTorch's fp32 = nostrum's fp32 to 1e-4,
+// torch_compare_test.cpp).
+//
+// Bounds. One bf16 operand rounding is <= 2^-8 relative, so a single bf16 layer is off by about
+// 2^-8 * (a random-walk factor <= 1); through a ResNet's depth the errors add up but BN
+// renormalises each stage. No closed form holds for the whole network, so the bound is relative to
+// the peer: nostrum bf16's error against fp32 must be at most 1.5x PyTorch autocast's error against
+// the same fp32 (PyTorch additionally keeps activations in bf16 between layers, so it should be the
+// larger one), and each is asserted to be bf16-sized (> 2^-12: the bf16 path really ran) and below
+// 2^-3 for logits and loss (a broken kernel gives O(1)). Gradients: the worst parameter tensor.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "h5_read.hpp"
+#include "io/weights_file.hpp"
+#include "nostrum/model/model.hpp"
+
+using namespace nostrum;
+using nostrum::testing::read_dataset;
+using nostrum::testing::temp_path;
+
+namespace {
+
+double relative_error(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+struct Case {
+  const char* name;
+  int classes, channels, batch, size;
+};
+
+struct Step {
+  std::vector<float> logits;
+  double loss = 0;
+  std::vector<std::vector<float>> grads;  // trainable parameters, in table order
+  std::vector<std::string> names;
+};
+
+// One training step of a model with these weights in `precision`.
+Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision precision,
+                  const std::vector<float>& images, const std::vector<int32_t>& labels) {
+  model::ModelConfig config;
+  config.name = c.name;
+  config.num_classes = c.classes;
+  config.in_channels = c.channels;
+  config.precision = precision;
+  auto m = model::Model::create(config);
+  m->build(c.batch, c.size, c.size);
+  io::load_weights(weights, m->parameters());
+  Step s;
+  const float* logits = m->forward(images.data(), c.batch, true);
+  s.logits.assign(logits, logits + size_t(c.batch) * c.classes);
+  s.loss = m->loss(labels.data(), 0.1f, 1.0f / c.batch);
+  m->backward();
+  for (const auto& p : m->parameters())
+    if (p.trainable()) {
+      s.grads.emplace_back(p.grad, p.grad + p.numel());
+      s.names.push_back(p.name);
+    }
+  return s;
+}
+
+// Worst gradient relative error of a against the reference grads in ref.h5 under `group`.
+double worst_grad(const Step& a, const std::string& ref, const std::string& group,
+                  std::string& where) {
+  double worst = 0;
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    const auto expect = read_dataset<float>(ref, group + "/grad/" + a.names[i]);
+    REQUIRE(expect.size() == a.grads[i].size());
+    const double e = relative_error(a.grads[i].data(), expect.data(), expect.size());
+    if (e > worst) worst = e, where = a.names[i];
+  }
+  return worst;
+}
+
+void compare(const Case& c) {
+  // Weights: the model's init with BN parameters as torch_compare_test.cpp sets them (small last
+  // gammas keep a batch-2 deep ResNet's gradients well-conditioned).
+  {
+    model::ModelConfig config;
+    config.name = c.name;
+    config.num_classes = c.classes;
+    config.in_channels = c.channels;
+    auto m = model::Model::create(config);
+    m->build(c.batch, c.size, c.size);
+    m->init(5);
+    const std::string last_bn = m->spec().bottleneck ? ".bn3.weight" : ".bn2.weight";
+    uint32_t state = 1;
+    auto next = [&] {
+      state = state * 1664525u + 1013904223u;
+      return (state >> 8) * (1.0f / 16777216.0f);
+    };
+    for (auto& p : m->parameters()) {
+      const bool last = p.name.rfind("layer", 0) == 0 && p.name.find(last_bn) != std::string::npos;
+      if (p.kind == ParameterKind::kNormScale)
+        for (int64_t i = 0; i < p.numel(); ++i)
+          p.value[i] = last ? 0.1f + 0.2f * next() : 0.5f + next();
+      if (p.kind == ParameterKind::kNormShift)
+        for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next() - 0.5f;
+    }
+    io::save_weights(temp_path(std::string(c.name) + "_bf16_weights.h5"), m->parameters(), c.name);
+  }
+  const std::string weights = temp_path(std::string(c.name) + "_bf16_weights.h5");
+  const std::string ref = temp_path(std::string(c.name) + "_bf16_reference.h5");
+  const std::string cmd = std::string(NOSTRUM_TORCH_PYTHON) + " " + NOSTRUM_SOURCE_DIR +
+                          "/tests/engine/torch_bf16_reference.py --model " + c.name +
+                          " --classes " + std::to_string(c.classes) + " --in-channels " +
+                          std::to_string(c.channels) + " --batch " + std::to_string(c.batch) +
+                          " --size " + std::to_string(c.size) + " --weights " + weights +
+                          " --out " + ref;
+  INFO("running: " << cmd);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const auto images = read_dataset<float>(ref, "images");
+  const auto labels = read_dataset<int32_t>(ref, "labels");
+  const Step fp32 = nostrum_step(c, weights, kernels::Precision::kFp32, images, labels);
+  const Step bf16 = nostrum_step(c, weights, kernels::Precision::kBf16, images, labels);
+  const auto torch_fp32_logits = read_dataset<float>(ref, "fp32/logits");
+  const auto torch_bf16_logits = read_dataset<float>(ref, "bf16/logits");
+  const double torch_fp32_loss = read_dataset<double>(ref, "fp32/loss")[0];
+  const double torch_bf16_loss = read_dataset<double>(ref, "bf16/loss")[0];
+  const size_t n = fp32.logits.size();
+
+  const double ours_logits = relative_error(bf16.logits.data(), fp32.logits.data(), n);
+  const double ours_vs_torch32 = relative_error(bf16.logits.data(), torch_fp32_logits.data(), n);
+  const double torch_logits = relative_error(torch_bf16_logits.data(), torch_fp32_logits.data(), n);
+  const double ours_vs_torch16 = relative_error(bf16.logits.data(), torch_bf16_logits.data(), n);
+  const double ours_loss = std::abs(bf16.loss - fp32.loss) / fp32.loss;
+  const double torch_loss = std::abs(torch_bf16_loss - torch_fp32_loss) / torch_fp32_loss;
+  std::string w_ours, w_ours32, w_torch;
+  const double ours_grad32 = worst_grad(bf16, ref, "fp32", w_ours32);  // vs PyTorch fp32
+  const double ours_grad_torch16 = worst_grad(bf16, ref, "bf16", w_ours);
+  // PyTorch bf16 against PyTorch fp32: read both and compare.
+  double torch_grad = 0;
+  for (const auto& name : bf16.names) {
+    const auto a = read_dataset<float>(ref, "bf16/grad/" + name);
+    const auto b = read_dataset<float>(ref, "fp32/grad/" + name);
+    const double e = relative_error(a.data(), b.data(), a.size());
+    if (e > torch_grad) torch_grad = e, w_torch = name;
+  }
+  WARN(c.name << " bf16 relative errors against fp32: logits nostrum " << ours_logits
+              << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
+              << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss
+              << "; worst gradient nostrum " << ours_grad32 << " (" << w_ours32 << ") PyTorch "
+              << torch_grad << " (" << w_torch << "); nostrum bf16 vs PyTorch bf16: logits "
+              << ours_vs_torch16 << ", worst gradient " << ours_grad_torch16 << " (" << w_ours
+              << ")");
+  const double bf16_visible = std::ldexp(1.0, -12), broken = std::ldexp(1.0, -3);
+  CHECK(ours_logits > bf16_visible);
+  CHECK(ours_logits < broken);
+  CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
+  CHECK(ours_loss <= std::max(1.5 * torch_loss, std::ldexp(1.0, -8)));
+  CHECK(ours_grad32 <= 1.5 * torch_grad);
+  CHECK(torch_logits < broken);
+}
+
+}  // namespace
+
+TEST_CASE("resnet8 bf16 against fp32 and PyTorch bf16 autocast", "[bf16][torch]") {
+  compare({"resnet8", 10, 1, 4, 28});
+}
+
+TEST_CASE("resnet50 bf16 against fp32 and PyTorch bf16 autocast", "[bf16][torch]") {
+  compare({"resnet50", 11, 3, 2, 64});
+}

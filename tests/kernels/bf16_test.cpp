@@ -1,0 +1,230 @@
+// bf16 conversion (round to nearest even against an independent float64 rule, NaN, inf,
+// denormals; the AVX-512 loop bit-identical to the scalar one), CPU feature detection against
+// /proc/cpuinfo, and the mixed-precision GEMM against float64 references on odd shapes, all four
+// transpose cases, alpha/beta. Row-major matrices throughout.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nostrum/kernels/bf16.hpp"
+
+using nostrum::kernels::bf16_to_fp32;
+using nostrum::kernels::fp32_to_bf16;
+using nostrum::kernels::Trans;
+
+namespace {
+
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Independent rule: the two bf16 neighbours of x (truncation and one ulp further from zero),
+// the nearer in float64 wins, a tie goes to the even significand; past the largest finite
+// (0x7f7f) the upper neighbour is inf, which IEEE rounding gives when x >= 0x7f7f8000's value.
+uint16_t reference_round(uint32_t u) {
+  const uint16_t down = uint16_t(u >> 16), up = uint16_t(down + 1);
+  const double x = from_bits(u);
+  const double d_down = std::fabs(x - double(bf16_to_fp32(down)));
+  // Up may be the inf pattern (0x7f80 / 0xff80): treat it as 2^128 for the distance.
+  const bool up_is_inf = (up & 0x7fff) == 0x7f80;
+  const double up_value = up_is_inf ? std::copysign(std::ldexp(1.0, 128), x) : bf16_to_fp32(up);
+  const double d_up = std::fabs(x - up_value);
+  if (d_down < d_up) return down;
+  if (d_up < d_down) return up;
+  return (down & 1) ? up : down;
+}
+
+std::vector<uint32_t> low_halves() {
+  return {0x0000, 0x0001, 0x3fff, 0x7ffe, 0x7fff, 0x8000, 0x8001, 0xbfff, 0xc000, 0xfffe, 0xffff};
+}
+
+}  // namespace
+
+TEST_CASE("fp32_to_bf16 rounds to nearest even on every upper half, NaN stays NaN", "[bf16]") {
+  int64_t checked = 0;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (uint32_t lo : low_halves()) {
+      const uint32_t u = (hi << 16) | lo;
+      const uint16_t got = fp32_to_bf16(from_bits(u));
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      if (nan) {
+        // NaN stays NaN, quiet, same sign.
+        REQUIRE(std::isnan(bf16_to_fp32(got)));
+        REQUIRE((got & 0x0040) != 0);
+        REQUIRE((got & 0x8000) == (hi & 0x8000));
+      } else if ((u & 0x7fffffffu) == 0x7f800000u) {
+        REQUIRE(got == uint16_t(hi));  // +-inf
+      } else if (got != reference_round(u)) {
+        FAIL("bits " << std::hex << u << ": got " << got << " want " << reference_round(u));
+      }
+      ++checked;
+    }
+  REQUIRE(checked == 65536 * int64_t(low_halves().size()));
+  // Spot values: ties to even, overflow to inf, the smallest denormal (not flushed).
+  CHECK(fp32_to_bf16(from_bits(0x3f808000u)) == 0x3f80);  // tie, even stays
+  CHECK(fp32_to_bf16(from_bits(0x3f818000u)) == 0x3f82);  // tie, odd rounds up
+  CHECK(fp32_to_bf16(from_bits(0x7f7fffffu)) == 0x7f80);  // largest float -> inf
+  CHECK(fp32_to_bf16(from_bits(0x00010000u)) == 0x0001);  // denormal kept
+  CHECK(fp32_to_bf16(-0.0f) == 0x8000);
+}
+
+TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every tail", "[bf16]") {
+  std::vector<float> src;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (uint32_t lo : low_halves()) src.push_back(from_bits((hi << 16) | lo));
+  for (int64_t count : {int64_t(src.size()), int64_t(1), int64_t(31), int64_t(33), int64_t(47)}) {
+    std::vector<uint16_t> dst(size_t(count) + 8, 0xabcd);
+    nostrum::kernels::convert_to_bf16(dst.data(), src.data() + 5, count);
+    for (int64_t i = 0; i < count; ++i)
+      if (dst[size_t(i)] != fp32_to_bf16(src[size_t(i) + 5])) FAIL("element " << i);
+    for (size_t i = size_t(count); i < dst.size(); ++i) REQUIRE(dst[i] == 0xabcd);  // no overrun
+  }
+}
+
+TEST_CASE("bf16 features agree with /proc/cpuinfo", "[bf16]") {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) return;  // not Linux: nothing to compare (the binary is Linux-only in practice)
+  std::string line, flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != std::string::npos;
+  };
+  const auto& f = nostrum::kernels::bf16_features();
+  INFO(f.describe() << " / " << flags);
+  CHECK(f.avx512_bf16 == has("avx512_bf16"));
+  CHECK(f.amx_bf16 == (has("amx_bf16") && has("amx_tile")));
+  if (!f.amx_bf16) CHECK_FALSE(f.amx_permitted);
+}
+
+TEST_CASE("parse_precision takes fp32 and bf16 only", "[bf16]") {
+  using nostrum::kernels::Precision;
+  CHECK(nostrum::kernels::parse_precision("fp32") == Precision::kFp32);
+  CHECK(nostrum::kernels::parse_precision("bf16") == Precision::kBf16);
+  CHECK_THROWS(nostrum::kernels::parse_precision("fp16"));
+}
+
+namespace {
+
+// Tolerances of one output c = sum_i a_i b_i (i < K), with S = sum_i |a_i b_i|:
+//  * against float64 on the bf16-ROUNDED operands: the products of two 8-bit significands are
+//    exact in fp32, so the only error is fp32 accumulation: K - 1 pair sums inside the chain plus
+//    the sums of the k-blocks into C (fewer than K / 384 + 2), each at most 2^-24 relative of a
+//    partial sum <= S: |err| <= (K + 2) * 2^-24 * S (first order; the 2 also covers alpha).
+//  * against float64 on the fp32 operands: each operand rounded to bf16 moves by at most
+//    u = 2^-8 relative (half an ulp of an 8-bit significand, 2^-7 at 1.0), so each product by at
+//    most 2u + u^2 = 2^-7 + 2^-16: |err| <= (2 * 2^-8 + 2^-16 + (K + 2) * 2^-24) * S.
+struct Check {
+  double rounded_max = 0, full_max = 0;  // worst err / bound seen (must stay <= 1)
+};
+
+void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta, std::mt19937& rng,
+                Check& worst) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int lda = (ta == Trans::kNo ? K : M) + 3, ldb = (tb == Trans::kNo ? N : K) + 1;
+  const int ldc = N + 2;
+  const int a_rows = ta == Trans::kNo ? M : K, b_rows = tb == Trans::kNo ? K : N;
+  std::vector<float> A(size_t(a_rows) * lda), B(size_t(b_rows) * ldb), C(size_t(M) * ldc);
+  for (auto& x : A) x = u(rng);
+  for (auto& x : B) x = u(rng);
+  for (auto& x : C) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : u(rng);
+  const std::vector<float> C0 = C;
+  auto a = [&](int i, int k) {
+    return A[ta == Trans::kNo ? size_t(i) * lda + k : size_t(k) * lda + i];
+  };
+  auto b = [&](int k, int j) {
+    return B[tb == Trans::kNo ? size_t(k) * ldb + j : size_t(j) * ldb + k];
+  };
+  nostrum::kernels::gemm_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
+                              ldc);
+  const double u24 = std::ldexp(1.0, -24);
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      double rounded = 0, full = 0, S = 0;
+      for (int k = 0; k < K; ++k) {
+        rounded += double(nostrum::kernels::round_to_bf16(a(i, k))) *
+                   nostrum::kernels::round_to_bf16(b(k, j));
+        full += double(a(i, k)) * b(k, j);
+        S += std::fabs(double(a(i, k)) * b(k, j));
+      }
+      const double c0 = beta == 0.0f ? 0.0 : double(beta) * C0[size_t(i) * ldc + j];
+      const double got = C[size_t(i) * ldc + j];
+      const double scale = std::fabs(alpha) * S;
+      const double slack = std::fabs(c0) * 2 * u24 + 1e-30;  // the beta term's own roundings
+      const double bound_rounded = (K + 2) * u24 * scale + slack;
+      const double bound_full =
+          (2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + (K + 2) * u24) * scale + slack;
+      const double e_rounded = std::fabs(got - (alpha * rounded + c0));
+      const double e_full = std::fabs(got - (alpha * full + c0));
+      worst.rounded_max = std::max(worst.rounded_max, e_rounded / bound_rounded);
+      worst.full_max = std::max(worst.full_max, e_full / bound_full);
+      if (!(e_rounded <= bound_rounded && e_full <= bound_full))
+        FAIL("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " tb" << int(tb) << " (" << i
+                 << "," << j << "): got " << got << " rounded-ref " << alpha * rounded + c0
+                 << " (err " << e_rounded << " > " << bound_rounded << "?) full-ref "
+                 << alpha * full + c0 << " (err " << e_full << " > " << bound_full << "?)");
+    }
+    for (int j = N; j < ldc; ++j)  // the padding columns of C are never written
+      if (!(std::isnan(C[size_t(i) * ldc + j]) && std::isnan(C0[size_t(i) * ldc + j])) &&
+          C[size_t(i) * ldc + j] != C0[size_t(i) * ldc + j])
+        FAIL("wrote past N at row " << i);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bf16 matches float64 within the bf16 bound, odd shapes, all transposes", "[bf16]") {
+  std::mt19937 rng(14);
+  Check worst;
+  for (Trans ta : {Trans::kNo, Trans::kYes})
+    for (Trans tb : {Trans::kNo, Trans::kYes})
+      for (int M : {1, 13, 15, 29, 170})
+        for (int N : {1, 7, 16, 17, 33, 40})
+          for (int K : {1, 2, 3, 17, 64, 385, 800}) {
+            if (M * N * K > 2000000) continue;
+            check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst);
+          }
+  // alpha, beta, and a shape with several row, column and k blocks.
+  check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst);
+  check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst);
+  check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst);
+  INFO("worst err/bound: rounded operands " << worst.rounded_max << ", fp32 operands "
+                                            << worst.full_max);
+  CHECK(worst.rounded_max <= 1.0);
+  CHECK(worst.full_max <= 1.0);
+  // The bf16 bound is not vacuous: rounding to bf16 really moved the results (an fp32 GEMM in
+  // disguise would sit near 2^-24, i.e. a ratio below 1e-3 here).
+  CHECK(worst.full_max > 0.01);
+}
+
+TEST_CASE("gemm_bf16 with packed B reuses the pack, K = 0 scales C by beta", "[bf16]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int M = 20, N = 24, K = 9;
+  std::vector<float> A(size_t(M) * K), B(size_t(N) * K), C1(size_t(M) * N), C2(size_t(M) * N);
+  for (auto& x : A) x = u(rng);
+  for (auto& x : B) x = u(rng);
+  std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
+  nostrum::kernels::bf16_pack_b(packed.data(), Trans::kYes, B.data(), K, K, N);
+  nostrum::kernels::gemm_bf16_packed(Trans::kNo, M, N, K, 1.0f, A.data(), K, packed.data(), 0.0f,
+                                     C1.data(), N);
+  nostrum::kernels::gemm_bf16(Trans::kNo, Trans::kYes, M, N, K, 1.0f, A.data(), K, B.data(), K,
+                              0.0f, C2.data(), N);
+  CHECK(C1 == C2);
+  std::vector<float> C3(size_t(M) * N, 2.0f);
+  nostrum::kernels::gemm_bf16(Trans::kNo, Trans::kNo, M, N, 0, 1.0f, A.data(), 1, B.data(), N, 0.5f,
+                              C3.data(), N);
+  for (float c : C3) REQUIRE(c == 1.0f);
+}
