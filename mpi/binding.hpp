@@ -1,6 +1,6 @@
-// Binding report: each rank's host, the cores it may run on (its affinity mask, or the union of its OpenMP
-// places under OMP_PROC_BIND) and its OpenMP threads; rank 0 gathers them into a table and warns
-// when a host or a rank is oversubscribed.
+// Binding report: each rank's host, the cores it may run on (its affinity mask, or the union of its
+// OpenMP places under OMP_PROC_BIND) and its OpenMP threads; rank 0 gathers them into a table and
+// warns when a host or a rank is oversubscribed.
 #pragma once
 
 #include <ostream>

@@ -56,7 +56,9 @@ void Communicator::check(int code, const char* call) const {
                  "rank " + std::to_string(world_rank()));
 }
 
-void Communicator::barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+void Communicator::barrier() const {
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 void Communicator::broadcast(float* data, size_t count, int root) const {
   for (size_t done = 0; done < count;) {
@@ -74,15 +76,14 @@ void Communicator::broadcast(std::string& text, int root) const {
     check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm_), "MPI_Bcast");
 }
 
-#define NOSTRUM_ALLREDUCE_SUM(T, MPI_T)                                                       \
-  void Communicator::allreduce_sum(T* data, size_t count) const {                             \
-    for (size_t done = 0; done < count;) {                                                    \
-      const size_t n = std::min(kMaxChunk, count - done);                                     \
-      check(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_T, MPI_SUM,     \
-                          comm_),                                                             \
-            "MPI_Allreduce");                                                                 \
-      done += n;                                                                              \
-    }                                                                                         \
+#define NOSTRUM_ALLREDUCE_SUM(T, MPI_T)                                                           \
+  void Communicator::allreduce_sum(T* data, size_t count) const {                                 \
+    for (size_t done = 0; done < count;) {                                                        \
+      const size_t n = std::min(kMaxChunk, count - done);                                         \
+      check(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_T, MPI_SUM, comm_), \
+            "MPI_Allreduce");                                                                     \
+      done += n;                                                                                  \
+    }                                                                                             \
   }
 NOSTRUM_ALLREDUCE_SUM(float, MPI_FLOAT)
 NOSTRUM_ALLREDUCE_SUM(double, MPI_DOUBLE)

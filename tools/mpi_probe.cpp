@@ -1,7 +1,7 @@
-// nostrum-mpi-probe: the launcher check a job runs before training. Every rank reports its MPI rank,
-// the world size, its Slurm node, host, bound CPUs and OpenMP threads; rank 0 prints the table in
-// rank order. With --expect P it fails (exit 4, on every rank) when the world is not P ranks: what a
-// launcher that does not speak to this MPI does (P singletons of size 1).
+// nostrum-mpi-probe: the launcher check a job runs before training. Every rank reports its MPI
+// rank, the world size, its Slurm node, host, bound CPUs and OpenMP threads; rank 0 prints the
+// table in rank order. With --expect P it fails (exit 4, on every rank) when the world is not P
+// ranks: what a launcher that does not speak to this MPI does (P singletons of size 1).
 #include <mpi.h>
 #include <sched.h>
 

@@ -8,7 +8,9 @@
 
 namespace nostrum {
 
-void Arena::FreeDeleter::operator()(float* p) const { std::free(p); }
+void Arena::FreeDeleter::operator()(float* p) const {
+  std::free(p);
+}
 
 Arena::Arena(size_t capacity_floats, std::string name)
     : capacity_(padded(capacity_floats)), name_(std::move(name)) {

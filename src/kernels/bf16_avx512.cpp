@@ -89,17 +89,18 @@ template <int NB, bool ROWS>
 void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int n_valid,
                int pairs, float alpha, float beta, bool overwrite) {
   switch (mr) {
+    // clang-format off
 #define NOSTRUM_TILE(r)                                                           \
   case r:                                                                         \
     tile<r, NB, ROWS>(C, ldc, A, B, ldb, n_valid, pairs, alpha, beta, overwrite); \
     break;
-    NOSTRUM_TILE(1)
-    NOSTRUM_TILE(2)
-    NOSTRUM_TILE(3)
-    NOSTRUM_TILE(4) NOSTRUM_TILE(5) NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9)
-        NOSTRUM_TILE(10) NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13) NOSTRUM_TILE(14)
+    NOSTRUM_TILE(1) NOSTRUM_TILE(2) NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5)
+    NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10)
+    NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13) NOSTRUM_TILE(14)
 #undef NOSTRUM_TILE
-            default : break;
+    // clang-format on
+    default:
+      break;
   }
 }
 

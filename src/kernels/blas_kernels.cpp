@@ -67,8 +67,9 @@ void select_blas_kernels(char** argv) {
   restore_affinity_of_all_places();
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the generic kernels, and say so.
-  std::fprintf(stderr, "nostrum: note: OpenBLAS runs its generic %s kernels on this CPU; set "
-                       "OPENBLAS_CORETYPE=%s for %s-level speed\n",
+  std::fprintf(stderr,
+               "nostrum: note: OpenBLAS runs its generic %s kernels on this CPU; set "
+               "OPENBLAS_CORETYPE=%s for %s-level speed\n",
                blas_core_name().c_str(), core, core);
 }
 

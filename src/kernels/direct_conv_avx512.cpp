@@ -1,6 +1,6 @@
-// AVX-512 register-tiled direct convolution kernels (see direct_conv_avx512.hpp). Forward: a tile of
-// up to 14 output pixels x 16 or 32 output channels lives in registers across all (r, s, c); each
-// step loads the weights' 16-channel vectors once and broadcasts one input value per pixel.
+// AVX-512 register-tiled direct convolution kernels (see direct_conv_avx512.hpp). Forward: a tile
+// of up to 14 output pixels x 16 or 32 output channels lives in registers across all (r, s, c);
+// each step loads the weights' 16-channel vectors once and broadcasts one input value per pixel.
 // Weight gradient: up to 16 input channels x 16 or 32 output channels in registers, summed over
 // the image's output pixels in L2-sized blocks of rows. Also the 16x16 register transposes that lay
 // NHWC rows out channel-major for the forward kernel. Compiled with -mavx512f; only <immintrin.h>
@@ -36,7 +36,8 @@ __attribute__((noinline)) void conv_tile(float* out, const float* img, int row0,
       const float* x = row + t;
       // This block of output channels' weights is contiguous (see DirectShape): one step is
       // 16*KB floats, so the weights stream through the cache lines in order.
-      const float* w = wt + int64_t(k0) * s.R * s.S * s.Cin + int64_t(r * s.S + t) * s.Cin * 16 * KB;
+      const float* w =
+          wt + int64_t(k0) * s.R * s.S * s.Cin + int64_t(r * s.S + t) * s.Cin * 16 * KB;
       for (int c = 0; c < s.Cin; ++c, x += s.Wp, w += 16 * KB) {
         __m512 wv[KB];
 #pragma GCC unroll 4
@@ -70,14 +71,18 @@ void conv_row(float* out_row, const float* img, int row0, const float* wt, const
                                   accumulate);
   float* o = out_row + int64_t(q) * s.out_pixel;
   switch (s.Q - q) {
-#define NOSTRUM_TILE(mt) \
-  case mt:               \
-    conv_tile<KB, mt, ST>(o, img, row0, wt, s, p, q, k0, accumulate); break;
+    // clang-format off
+#define NOSTRUM_TILE(mt)                                              \
+  case mt:                                                            \
+    conv_tile<KB, mt, ST>(o, img, row0, wt, s, p, q, k0, accumulate); \
+    break;
     NOSTRUM_TILE(1) NOSTRUM_TILE(2) NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5)
     NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10)
     NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13)
 #undef NOSTRUM_TILE
-    default: break;
+    // clang-format on
+    default:
+      break;
   }
 }
 
@@ -96,8 +101,8 @@ void conv_rows_strided(float* out, const float* img, int row0, const float* wt,
 // dw[(r, t, c0 .. c0 + CT), k0 .. k0 + 16*KB) += sum over pixels of img * dout.
 template <int KB, int CT, int ST>
 __attribute__((noinline)) void weight_grad_block(float* dw, const float* img, const float* dout,
-                                                 const DirectShape& s, int r, int t, int c0,
-                                                 int k0, int p0, int p1) {
+                                                 const DirectShape& s, int r, int t, int c0, int k0,
+                                                 int p0, int p1) {
   __m512 acc[CT][KB];
   float* base = dw + (int64_t(r * s.S + t) * s.Cin + c0) * s.Cout + k0;
 #pragma GCC unroll 16
@@ -152,7 +157,8 @@ constexpr int64_t kWeightGradBlockFloats = int64_t(1) << 14;  // 64 KiB of d_out
 template <int ST>
 void weight_grad_strided(float* dw, const float* img, const float* dout, const DirectShape& s) {
   const int64_t row_floats = int64_t(s.Q) * s.Cout;
-  const int block = row_floats >= kWeightGradBlockFloats ? 1 : int(kWeightGradBlockFloats / row_floats);
+  const int block =
+      row_floats >= kWeightGradBlockFloats ? 1 : int(kWeightGradBlockFloats / row_floats);
   for (int p0 = 0; p0 < s.P; p0 += block) {
     const int p1 = p0 + block < s.P ? p0 + block : s.P;
     for (int r = 0; r < s.R; ++r)
@@ -211,7 +217,8 @@ void transpose_row(float* dst, int64_t ld, const float* src, int W, int C) {
       for (int i = 0; i < 16; ++i)
         r[i] = i < n ? _mm512_loadu_ps(src + int64_t(w0 + i) * C + c0) : _mm512_setzero_ps();
       transpose16x16(r);
-      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + int64_t(c0 + j) * ld + w0, keep, r[j]);
+      for (int j = 0; j < 16; ++j)
+        _mm512_mask_storeu_ps(dst + int64_t(c0 + j) * ld + w0, keep, r[j]);
     }
   }
 }

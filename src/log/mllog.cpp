@@ -1,4 +1,5 @@
-// MlLogger: MLPerf log lines built with nlohmann::json (escaped strings, round-trip doubles, no NaN).
+// MlLogger: MLPerf log lines built with nlohmann::json (escaped strings, round-trip doubles, no
+// NaN).
 #include "nostrum/log/mllog.hpp"
 
 #include <nlohmann/json.hpp>

@@ -22,7 +22,9 @@ void put_line(std::FILE* f, const Json& j, bool first) {
   std::fputs(text.c_str(), f);
 }
 
-const char* text(const char* s) { return s ? s : ""; }
+const char* text(const char* s) {
+  return s ? s : "";
+}
 
 }  // namespace
 
@@ -82,12 +84,18 @@ void TraceWriter::write(const std::string& path) const {
   std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": %s,\n\"traceEvents\": [\n",
                other.dump().c_str());
   put_line(f,
-           {{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
+           {{"name", "process_name"},
+            {"ph", "M"},
+            {"pid", rank_},
+            {"tid", 0},
             {"args", {{"name", "rank " + std::to_string(rank_)}}}},
            true);
   for (const auto& [thread, name] : thread_names_)
     put_line(f,
-             {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", thread},
+             {{"name", "thread_name"},
+              {"ph", "M"},
+              {"pid", rank_},
+              {"tid", thread},
               {"args", {{"name", text(name)}}}},
              false);
   const size_t n = size();

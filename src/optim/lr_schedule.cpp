@@ -31,7 +31,9 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   throw OptionError("invalid value '" + name + "'", "--lr-schedule", "valid choices: " + choices);
 }
 
-std::string to_string(ScheduleKind kind) { return schedule_names()[static_cast<size_t>(kind)]; }
+std::string to_string(ScheduleKind kind) {
+  return schedule_names()[static_cast<size_t>(kind)];
+}
 
 LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
   const ScheduleOptions& s = options_;
@@ -58,13 +60,13 @@ LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
                     "--epochs / --warmup-epochs");
       break;
     case ScheduleKind::kStep:
-      NOSTRUM_CHECK(s.gamma > 0.0, OptionError, "step schedule gamma must be > 0", "ScheduleOptions::gamma");
+      NOSTRUM_CHECK(s.gamma > 0.0, OptionError, "step schedule gamma must be > 0",
+                    "ScheduleOptions::gamma");
       NOSTRUM_CHECK(!s.milestones.empty() || s.step_size > 0, OptionError,
                     "step schedule needs milestones or a step size",
                     "ScheduleOptions::milestones / step_size");
       NOSTRUM_CHECK(std::is_sorted(s.milestones.begin(), s.milestones.end()), OptionError,
-                    "step schedule milestones must be increasing",
-                    "ScheduleOptions::milestones");
+                    "step schedule milestones must be increasing", "ScheduleOptions::milestones");
       break;
     case ScheduleKind::kOneCycle:
       NOSTRUM_CHECK(s.total_steps >= 2, OptionError, "one-cycle needs at least 2 total steps",
@@ -72,7 +74,8 @@ LrSchedule::LrSchedule(ScheduleOptions o) : options_(std::move(o)) {
       NOSTRUM_CHECK(s.pct_start > 0.0 && s.pct_start < 1.0, OptionError,
                     "one-cycle pct_start must be in (0, 1)", "ScheduleOptions::pct_start");
       NOSTRUM_CHECK(s.div_factor > 0.0 && s.final_div_factor > 0.0, OptionError,
-                    "one-cycle div factors must be > 0", "ScheduleOptions::div_factor / final_div_factor");
+                    "one-cycle div factors must be > 0",
+                    "ScheduleOptions::div_factor / final_div_factor");
       NOSTRUM_CHECK(s.warmup_steps == 0, OptionError,
                     "one-cycle has its own warm-up phase: set the warm-up to 0", "--warmup-epochs");
       break;

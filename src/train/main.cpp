@@ -30,9 +30,8 @@ int main(int argc, char** argv) {
       if (result.status != "evaluated" && result.status != "checkpointed")
         std::cout << "time-to-solution: " << result.time_to_solution << " s, status "
                   << result.status << ", " << result.epochs << " epoch(s), top-1 accuracy "
-                  << result.final_accuracy << ", " << result.images_per_second
-                  << " images/s, " << result.ranks << " rank(s) x " << result.threads
-                  << " thread(s)" << std::endl;
+                  << result.final_accuracy << ", " << result.images_per_second << " images/s, "
+                  << result.ranks << " rank(s) x " << result.threads << " thread(s)" << std::endl;
     }
     if (result.status == "checkpointed") return nostrum::train::kExitCheckpointed;
     return result.status == "aborted" ? nostrum::train::kExitTargetMissed

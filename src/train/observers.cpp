@@ -36,8 +36,9 @@ log::ResnetHyperparameters hyperparameters(const Run& run) {
   h.momentum = o.momentum;
   h.weight_decay = o.weight_decay;
   h.epsilon = 0.0;
-  h.bn_span = o.sync_bn ? int64_t{o.batch_size} * (o.sync_bn_group ? o.sync_bn_group : run.plan.ranks)
-                        : o.batch_size;
+  h.bn_span = o.sync_bn
+                  ? int64_t{o.batch_size} * (o.sync_bn_group ? o.sync_bn_group : run.plan.ranks)
+                  : o.batch_size;
   return h;
 }
 
@@ -65,7 +66,8 @@ std::vector<std::string> closed_division_violations(const Run& run) {
   return violations;
 }
 
-// ---- ProgressPrinter ------------------------------------------------------------------------------
+// ---- ProgressPrinter
+// ------------------------------------------------------------------------------
 
 void ProgressPrinter::say(const std::string& line) {
   if (enabled_) out_ << line << std::endl;
@@ -85,11 +87,13 @@ void ProgressPrinter::on_setup_done(const Run& run) {
       std::to_string(run.plan.base_lr) + " (" + optim::to_string(o.lr_schedule) + ", warmup " +
       std::to_string(o.warmup_epochs) + " epochs), global batch " +
       std::to_string(run.plan.global_batch) + ", " + std::to_string(run.plan.steps_per_epoch) +
-      " steps/epoch, target " + std::to_string(o.target_accuracy) + " in <= " +
-      std::to_string(o.epochs) + " epochs");
+      " steps/epoch, target " + std::to_string(o.target_accuracy) +
+      " in <= " + std::to_string(o.epochs) + " epochs");
 }
 
-void ProgressPrinter::on_run_start(const Run&) { run_start_s_ = monotonic_seconds(); }
+void ProgressPrinter::on_run_start(const Run&) {
+  run_start_s_ = monotonic_seconds();
+}
 
 void ProgressPrinter::on_epoch_start(const Run&) {
   epoch_start_s_ = monotonic_seconds();
@@ -119,15 +123,14 @@ void ProgressPrinter::on_step(const Run& run, const StepRecord& step) {
 void ProgressPrinter::on_epoch_end(const Run& run, const EpochSummary& e) {
   if (!enabled_) return;
   char line[300];
-  std::snprintf(line, sizeof line,
-                "epoch %d/%d  loss %.4f  %.0f img/s  %.1f s  (data wait %.1f%%, allreduce "
-                "%.2f s of which hidden %.0f%%)",
-                e.epoch, run.options.epochs, e.mean_loss, e.images_per_second, e.seconds,
-                e.seconds > 0 ? 100.0 * e.data_wait_seconds / e.seconds : 0.0,
-                e.comm.allreduce_seconds,
-                e.comm.allreduce_seconds > 0
-                    ? 100.0 * e.comm.hidden_seconds / e.comm.allreduce_seconds
-                    : 0.0);
+  std::snprintf(
+      line, sizeof line,
+      "epoch %d/%d  loss %.4f  %.0f img/s  %.1f s  (data wait %.1f%%, allreduce "
+      "%.2f s of which hidden %.0f%%)",
+      e.epoch, run.options.epochs, e.mean_loss, e.images_per_second, e.seconds,
+      e.seconds > 0 ? 100.0 * e.data_wait_seconds / e.seconds : 0.0, e.comm.allreduce_seconds,
+      e.comm.allreduce_seconds > 0 ? 100.0 * e.comm.hidden_seconds / e.comm.allreduce_seconds
+                                   : 0.0);
   out_ << line << std::endl;
 }
 
@@ -142,7 +145,8 @@ void ProgressPrinter::on_eval(const Run& run, const EvalPoint& eval) {
       ") at " + format_duration(eval.seconds_since_run_start));
 }
 
-// ---- MlperfObserver -------------------------------------------------------------------------------
+// ---- MlperfObserver
+// -------------------------------------------------------------------------------
 
 MlperfObserver::MlperfObserver(const TrainOptions& options, bool rank0, bool defer_open)
     : options_(options), rank0_(rank0), log_(std::make_unique<log::MlLogger>()) {
@@ -216,13 +220,15 @@ void MlperfObserver::on_run_end(const Run& run) {
   log_->end(NOSTRUM_HERE, keys::kRunStop, {}, {{keys::kStatus, to_string(run.state.status)}});
 }
 
-// ---- TraceRecorder --------------------------------------------------------------------------------
+// ---- TraceRecorder
+// --------------------------------------------------------------------------------
 
 // The model's per-layer forward/backward spans, on the main thread's track.
 class TraceRecorder::LayerSpans final : public model::LayerObserver {
  public:
   explicit LayerSpans(log::TraceWriter& trace) : trace_(trace) {}
-  void on_layer(const std::string& layer, model::Phase phase, double start_s, double end_s) override {
+  void on_layer(const std::string& layer, model::Phase phase, double start_s,
+                double end_s) override {
     trace_.span(layer.c_str(), phase == model::Phase::kForward ? "forward" : "backward", 0, start_s,
                 end_s);
   }
@@ -232,7 +238,9 @@ class TraceRecorder::LayerSpans final : public model::LayerObserver {
 };
 
 TraceRecorder::TraceRecorder(const std::string& path, int rank)
-    : path_(path), trace_(rank, size_t{1} << 22), layer_spans_(std::make_unique<LayerSpans>(trace_)) {
+    : path_(path),
+      trace_(rank, size_t{1} << 22),
+      layer_spans_(std::make_unique<LayerSpans>(trace_)) {
   trace_.name_thread(0, "main");
   trace_.name_thread(1, "gradient allreduce");
 }
@@ -256,8 +264,12 @@ void TraceRecorder::on_step(const Run&, const StepRecord& step) {
   }
 }
 
-void TraceRecorder::on_eval_start(const Run&) { trace_.begin("evaluate", "eval", 0); }
-void TraceRecorder::on_eval(const Run&, const EvalPoint&) { trace_.end("evaluate", "eval", 0); }
+void TraceRecorder::on_eval_start(const Run&) {
+  trace_.begin("evaluate", "eval", 0);
+}
+void TraceRecorder::on_eval(const Run&, const EvalPoint&) {
+  trace_.end("evaluate", "eval", 0);
+}
 
 void TraceRecorder::on_run_end(const Run&) {
   trace_.write(log::TraceWriter::path_for_rank(path_, trace_.rank()));

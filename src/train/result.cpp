@@ -21,7 +21,9 @@ std::string hex(uint64_t value) {
 }
 
 // A double, or null when it is not finite (JSON has no NaN or Infinity).
-Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json number(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
+}
 
 template <typename T>
 T field(const Json& j, const char* key) {
@@ -62,8 +64,9 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
 std::string result_json(const RunResult& r) {
   Json evals = Json::array();
   for (const EvalPoint& e : r.evals)
-    evals.push_back(
-        {{"epoch", e.epoch}, {"accuracy", number(e.accuracy)}, {"at_s", number(e.seconds_since_run_start)}});
+    evals.push_back({{"epoch", e.epoch},
+                     {"accuracy", number(e.accuracy)},
+                     {"at_s", number(e.seconds_since_run_start)}});
   const Json j = {
       {"status", r.status},
       {"time_to_solution_s", number(r.time_to_solution)},
@@ -119,7 +122,8 @@ RunResult parse_result_json(const std::string& text) {
   r.time.data_wait = field<double>(split, "data_wait");
   r.time.evaluation = field<double>(split, "evaluation");
   for (const Json& e : field<Json>(j, "evals"))
-    r.evals.push_back({field<int>(e, "epoch"), field<double>(e, "accuracy"), field<double>(e, "at_s")});
+    r.evals.push_back(
+        {field<int>(e, "epoch"), field<double>(e, "accuracy"), field<double>(e, "at_s")});
   r.weights_checksum = std::stoull(field<std::string>(j, "weights_checksum"), nullptr, 16);
   r.buffers_checksum = std::stoull(field<std::string>(j, "buffers_checksum"), nullptr, 16);
   return r;

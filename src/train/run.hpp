@@ -64,8 +64,8 @@ struct RunState {
 // Derived once by setup_run; fixed for the run.
 struct RunPlan {
   int ranks = 1;
-  int threads = 1;       // OpenMP threads per rank
-  int rank_cores = 1;    // cores this rank may run on
+  int threads = 1;     // OpenMP threads per rank
+  int rank_cores = 1;  // cores this rank may run on
   int height = 0, width = 0, channels = 0, num_classes = 0;
   int64_t global_batch = 0;
   int64_t steps_per_epoch = 0;
@@ -89,9 +89,9 @@ struct Run {
   std::unique_ptr<io::Loader> train_loader;  // null with --eval-only
   std::unique_ptr<io::Loader> eval_loader;
   std::unique_ptr<model::Model> model;
-  std::unique_ptr<mpi::MpiReducer> bn_reducer;  // --sync-bn over > 1 rank
-  std::unique_ptr<optim::Optimizer> optimizer;  // null with --eval-only
-  std::unique_ptr<optim::LrSchedule> schedule;  // null with --eval-only
+  std::unique_ptr<mpi::MpiReducer> bn_reducer;          // --sync-bn over > 1 rank
+  std::unique_ptr<optim::Optimizer> optimizer;          // null with --eval-only
+  std::unique_ptr<optim::LrSchedule> schedule;          // null with --eval-only
   std::unique_ptr<mpi::GradientAllreducer> allreducer;  // null for 1 rank
   std::vector<std::string> notes;  // what set-up decided, in words, for the progress output
   // Failures and preemption (checkpointing.hpp): the stall watchdog (null: off), and rank 0's

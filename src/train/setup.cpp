@@ -68,11 +68,13 @@ void open_data(Run& run) {
   run.plan.height = raw ? run.manifest.height : 224;
   run.plan.width = raw ? run.manifest.width : 224;
   run.plan.channels = raw ? run.manifest.channels : 3;
-  run.eval_loader = std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, false));
+  run.eval_loader =
+      std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, false));
   run.plan.eval_samples = run.eval_loader->split_samples();
   run.plan.global_batch = int64_t{o.batch_size} * run.plan.ranks;
   if (o.eval_only) return;
-  run.train_loader = std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, true));
+  run.train_loader =
+      std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, true));
   run.plan.steps_per_epoch = run.train_loader->batches_per_epoch();
   run.plan.train_samples = run.train_loader->split_samples();
   NOSTRUM_CHECK(run.plan.steps_per_epoch > 0, OptionError,
@@ -150,7 +152,8 @@ void build_allreducer(Run& run) {
   model::Model& net = *run.model;
   constexpr double kFirstBucketMb = 1.0;
   const bool spare_core = run.plan.rank_cores > run.plan.threads;
-  const size_t buckets = mpi::plan_buckets(net.parameter_count(), o.bucket_mb, kFirstBucketMb).size();
+  const size_t buckets =
+      mpi::plan_buckets(net.parameter_count(), o.bucket_mb, kFirstBucketMb).size();
   const bool overlap = o.overlap == OverlapPolicy::kOn ||
                        (o.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
   run.allreducer = std::make_unique<mpi::GradientAllreducer>(
@@ -165,11 +168,11 @@ void build_allreducer(Run& run) {
                         "forces it)");
   if (!run.allreducer->mode_note().empty())
     run.notes.push_back("note: " + run.allreducer->mode_note());
-  run.notes.push_back(
-      "gradients: " + std::to_string(run.allreducer->buckets().size()) + " bucket(s) of <= " +
-      std::to_string(o.bucket_mb) + " MB, " +
-      (run.allreducer->mode() == mpi::OverlapMode::kOverlap ? "overlapped with backward"
-                                                             : "reduced after backward"));
+  run.notes.push_back("gradients: " + std::to_string(run.allreducer->buckets().size()) +
+                      " bucket(s) of <= " + std::to_string(o.bucket_mb) + " MB, " +
+                      (run.allreducer->mode() == mpi::OverlapMode::kOverlap
+                           ? "overlapped with backward"
+                           : "reduced after backward"));
 }
 
 }  // namespace
@@ -189,7 +192,8 @@ optim::ScheduleOptions schedule_options(const TrainOptions& o, int64_t steps_per
   s.warmup_steps = std::llround(o.warmup_epochs * steps_per_epoch);
   s.total_steps = int64_t{o.epochs} * steps_per_epoch;
   const double decay_epochs = o.decay_epochs > 0 ? o.decay_epochs : o.epochs;
-  s.decay_steps = std::max<int64_t>(1, std::llround(decay_epochs * steps_per_epoch) - s.warmup_steps);
+  s.decay_steps =
+      std::max<int64_t>(1, std::llround(decay_epochs * steps_per_epoch) - s.warmup_steps);
   s.step_size = std::max<int64_t>(1, s.total_steps / 3);
   return s;
 }

@@ -22,25 +22,25 @@ struct TrainOptions {
   std::string data_dir;
   int loader_threads = 2;
   bool random_flip = true;
-  int pad_crop = 4;          // raw images: pad by this many pixels and crop back (0 = off)
+  int pad_crop = 4;  // raw images: pad by this many pixels and crop back (0 = off)
   // model
   std::string model = "resnet8";
-  int width = 0;             // first-stage width; 0 = the model's default (16 CIFAR, 64 ImageNet)
+  int width = 0;  // first-stage width; 0 = the model's default (16 CIFAR, 64 ImageNet)
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
   kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
   // optimisation
-  int batch_size = 128;      // per rank
-  int epochs = 5;            // budget: the run stops (aborted) after this many
-  int64_t max_steps = 0;     // > 0: stop (aborted) after this many steps (throughput runs)
+  int batch_size = 128;   // per rank
+  int epochs = 5;         // budget: the run stops (aborted) after this many
+  int64_t max_steps = 0;  // > 0: stop (aborted) after this many steps (throughput runs)
   double target_accuracy = 0.91;
   optim::OptimizerKind optimizer = optim::OptimizerKind::kSgd;
-  double lr = 0.0;           // 0 = the recipe's default for the optimizer and global batch
+  double lr = 0.0;  // 0 = the recipe's default for the optimizer and global batch
   double end_lr = 0.0001;
   double warmup_epochs = 0.0;
   optim::ScheduleKind lr_schedule = optim::ScheduleKind::kPolynomial;
   double poly_power = 2.0;
-  double decay_epochs = 0.0; // 0 = decay over the whole epoch budget
+  double decay_epochs = 0.0;  // 0 = decay over the whole epoch budget
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0001;
@@ -52,11 +52,11 @@ struct TrainOptions {
   int eval_offset = 0;
   bool eval_only = false;
   // parallelism
-  int threads = 0;           // OpenMP threads per rank; 0 = cores available to the rank
+  int threads = 0;  // OpenMP threads per rank; 0 = cores available to the rank
   double bucket_mb = 25.0;
   OverlapPolicy overlap = OverlapPolicy::kAuto;
   bool sync_bn = false;
-  int sync_bn_group = 0;     // ranks per sync-BN group; 0 = all
+  int sync_bn_group = 0;  // ranks per sync-BN group; 0 = all
   // run and output
   uint64_t seed = 1;
   std::string mllog;

@@ -16,18 +16,18 @@ namespace nostrum::train {
 double monotonic_seconds();
 
 struct StepRecord {
-  int64_t step = 0;             // the run's step number (0-based: the schedule position used)
-  int64_t step_in_epoch = 0;    // 0-based
-  double loss = 0.0;            // this rank's mean loss over its batch
-  double lr = 0.0;              // the rate the optimizer used
-  int64_t images = 0;           // this rank's batch
-  double begin_s = 0.0;         // monotonic seconds at the step's start
-  double data_ready_s = 0.0;    // ... when the loader handed out the batch
+  int64_t step = 0;               // the run's step number (0-based: the schedule position used)
+  int64_t step_in_epoch = 0;      // 0-based
+  double loss = 0.0;              // this rank's mean loss over its batch
+  double lr = 0.0;                // the rate the optimizer used
+  int64_t images = 0;             // this rank's batch
+  double begin_s = 0.0;           // monotonic seconds at the step's start
+  double data_ready_s = 0.0;      // ... when the loader handed out the batch
   double backward_begin_s = 0.0;  // ... when backward began (bucket event times count from here)
-  double backward_end_s = 0.0;  // ... when backward returned (allreduce wait begins)
+  double backward_end_s = 0.0;    // ... when backward returned (allreduce wait begins)
   double allreduce_done_s = 0.0;  // ... when every gradient bucket was summed
-  double end_s = 0.0;           // ... after the optimizer
-  mpi::AllreduceTimings comm;   // zero for one rank
+  double end_s = 0.0;             // ... after the optimizer
+  mpi::AllreduceTimings comm;     // zero for one rank
   std::vector<mpi::BucketEvent> buckets;  // seconds since backward_begin_s
   bool stop = false;            // every rank agreed: a stop signal came (checkpoint and exit)
   bool checkpoint_due = false;  // every rank agreed: a timed checkpoint is due after this step

@@ -1,7 +1,8 @@
 // Trainer: one rank's data-parallel run to a target accuracy, read top to bottom in trainer.cpp:
 // setup_run (setup.hpp) builds the Run, train_epoch calls train_step (train_step.hpp) for each
-// step, evaluate (evaluate.hpp) scores the validation split, and observers (observers.hpp: progress,
-// MLPerf log, trace) are told what happened. The result (result.hpp) is what --result-json writes.
+// step, evaluate (evaluate.hpp) scores the validation split, and observers (observers.hpp:
+// progress, MLPerf log, trace) are told what happened. The result (result.hpp) is what
+// --result-json writes.
 #pragma once
 
 #include <functional>

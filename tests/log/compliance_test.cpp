@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "test_paths.hpp"
 #include "nostrum/log/mllog.hpp"
 #include "nostrum/log/resnet_hyperparameters.hpp"
+#include "test_paths.hpp"
 
 using nostrum::log::LogValue;
 using nostrum::log::MlLogger;
@@ -193,7 +193,7 @@ TEST_CASE("the compliance checker fails bad logs", "[log]") {
     CHECK(check_log(bad) == 1);
     r.base_lr = 0.1;
     write_log(bad, r);
-    CHECK(check_log(bad) == 0);  // the same SGD log passes ...
+    CHECK(check_log(bad) == 0);   // the same SGD log passes ...
     auto adam = read_lines(bad);  // an optimizer the closed division does not allow
     std::string& opt = adam[line_of(adam, "opt_name")];
     opt.replace(opt.find("\"sgd\""), 5, "\"adam\"");

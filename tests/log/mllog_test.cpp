@@ -8,9 +8,9 @@
 #include <sstream>
 #include <string>
 
-#include "test_paths.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/log/mllog.hpp"
+#include "test_paths.hpp"
 
 using nostrum::log::LogValue;
 using nostrum::log::MlLogger;

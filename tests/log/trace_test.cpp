@@ -6,8 +6,8 @@
 #include <string>
 #include <thread>
 
-#include "test_paths.hpp"
 #include "nostrum/log/trace.hpp"
+#include "test_paths.hpp"
 
 using nostrum::log::TraceScope;
 using nostrum::log::TraceWriter;
@@ -32,8 +32,8 @@ TEST_CASE("trace events from several threads form valid Chrome-trace JSON", "[lo
   CHECK(path == (dir / "trace.rank3.json").string());
   trace.write(path);
   // Python parses it and checks the structure Perfetto needs.
-  const std::string command = nostrum::testing::torch_python() + " " + nostrum::testing::source_dir() +
-                              "/tests/log/trace_check.py " + path +
+  const std::string command = nostrum::testing::torch_python() + " " +
+                              nostrum::testing::source_dir() + "/tests/log/trace_check.py " + path +
                               " 3 250 100 'allreduce \"comm\"'";
   CHECK(std::system(command.c_str()) == 0);
   std::filesystem::remove_all(dir);

@@ -34,7 +34,8 @@ TEST_CASE("broadcast copies rank 0's floats and strings to every rank", "[mpi]")
 TEST_CASE("allreduce_sum sums float buffers of any size in place", "[mpi]") {
   Communicator world;
   const int p = world.size();
-  for (size_t count : {size_t{1}, size_t{7}, size_t{4096}, size_t{1} << 20, (size_t{1} << 22) + 3}) {
+  for (size_t count :
+       {size_t{1}, size_t{7}, size_t{4096}, size_t{1} << 20, (size_t{1} << 22) + 3}) {
     std::vector<float> buffer(count);
     for (size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>((i % 97) + world.rank());
     world.allreduce_sum(buffer.data(), count);

@@ -1,6 +1,6 @@
-// Data parallelism end to end at the step level: P ranks, each with B/P samples of a global batch B,
-// gradients summed by the bucketed GradientAllreducer, give the same weights after k SGD steps as
-// one process with the whole batch B (to fp32 rounding), for a model without BN and for a ResNet
+// Data parallelism end to end at the step level: P ranks, each with B/P samples of a global batch
+// B, gradients summed by the bucketed GradientAllreducer, give the same weights after k SGD steps
+// as one process with the whole batch B (to fp32 rounding), for a model without BN and for a ResNet
 // with sync-BN; and every rank holds bit-identical weights. Runs under 1, 2, 3 and 4 ranks.
 #include <catch2/catch.hpp>
 
@@ -86,8 +86,8 @@ struct Mlp {
     linear_backward(d_hidden.data(), table[2].grad, table[3].grad, d_logits.data(),
                     hidden_relu.data(), table[2].value, n, H, K);
     relu_backward(d_hidden.data(), d_hidden.data(), hidden_relu.data(), int64_t{n} * H);
-    linear_backward(nullptr, table[0].grad, table[1].grad, d_hidden.data(), x, table[0].value, n,
-                    C, H);
+    linear_backward(nullptr, table[0].grad, table[1].grad, d_hidden.data(), x, table[0].value, n, C,
+                    H);
   }
 };
 

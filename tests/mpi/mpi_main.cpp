@@ -1,9 +1,9 @@
-// Catch2 main for MPI tests: every rank runs the same test cases; the run fails on every rank (and so
-// under mpiexec and CTest) if any assertion failed on any rank. Only rank 0 reports unless a rank
-// fails, so the output stays readable.
+// Catch2 main for MPI tests: every rank runs the same test cases; the run fails on every rank (and
+// so under mpiexec and CTest) if any assertion failed on any rank. Only rank 0 reports unless a
+// rank fails, so the output stays readable.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 
@@ -21,9 +21,11 @@ int main(int argc, char** argv) {
   // A failing assertion on any one rank fails the whole run.
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (failed != 0) std::fprintf(stderr, "[rank %d of %d] %d test case(s) failed\n", rank, size, failed);
+  if (failed != 0)
+    std::fprintf(stderr, "[rank %d of %d] %d test case(s) failed\n", rank, size, failed);
   if (rank == 0)
-    std::printf("MPI tests on %d ranks: %s\n", size, any_failed ? "FAILED" : "passed on every rank");
+    std::printf("MPI tests on %d ranks: %s\n", size,
+                any_failed ? "FAILED" : "passed on every rank");
   MPI_Finalize();
   return any_failed ? 1 : 0;
 }

@@ -2,9 +2,9 @@
 // engine-level loop written out by hand (loader, forward, loss, backward, gradient sum, SGD); the
 // run's counters and time split add up; an evaluation scores every validation sample exactly once
 // and leaves every rank with the same batch-norm statistics; the result JSON round-trips.
-#include <catch2/catch.hpp>
 #include <mpi.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "convert.hpp"
-#include "nostrum/core/error.hpp"
 #include "evaluate.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/weight_sync.hpp"
+#include "nostrum/core/error.hpp"
 #include "nostrum/optim/sgd.hpp"
 #include "result.hpp"
 #include "setup.hpp"
@@ -104,8 +104,8 @@ TEST_CASE("train_step equals the engine-level loop written out by hand", "[train
   sgd_options.weight_decay = static_cast<float>(o.weight_decay);
   sgd_options.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;
   optim::Sgd sgd(net.parameters(), sgd_options);
-  const optim::LrSchedule schedule(train::schedule_options(o, run->plan.steps_per_epoch,
-                                                           run->plan.base_lr));
+  const optim::LrSchedule schedule(
+      train::schedule_options(o, run->plan.steps_per_epoch, run->plan.base_lr));
   const float scale = 1.0f / static_cast<float>(kBatch * world.size());
 
   run->train_loader->start_epoch(0);
@@ -224,7 +224,7 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.time.evaluation == r.time.evaluation);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
-  CHECK(text.find("\"epochs\": 4,") != std::string::npos);  // integers stay integers
+  CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
 
   r.final_accuracy = std::numeric_limits<double>::quiet_NaN();

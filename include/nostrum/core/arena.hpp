@@ -14,7 +14,9 @@ class Arena {
   static constexpr size_t kAlignFloats = 16;  // 64 bytes: one cache line, one AVX-512 register
 
   // Rounds a slice length up so that every slice starts on a 64-byte boundary.
-  static size_t padded(size_t count) { return (count + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+  static size_t padded(size_t count) {
+    return (count + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  }
 
   Arena() = default;
   Arena(size_t capacity_floats, std::string name);  // zero-filled

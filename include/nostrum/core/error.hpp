@@ -18,16 +18,26 @@ class Error : public std::runtime_error {
   std::string what_, where_, hint_;
 };
 
-class ShapeError : public Error { using Error::Error; };   // tensor shapes do not fit
-class IoError : public Error { using Error::Error; };      // a file cannot be read or written
-class DataError : public Error { using Error::Error; };    // a sample, label or shard is bad
-class OptionError : public Error { using Error::Error; };  // a command-line/config option is bad
-class MpiError : public Error { using Error::Error; };     // an MPI call failed
+class ShapeError : public Error {
+  using Error::Error;
+};  // tensor shapes do not fit
+class IoError : public Error {
+  using Error::Error;
+};  // a file cannot be read or written
+class DataError : public Error {
+  using Error::Error;
+};  // a sample, label or shard is bad
+class OptionError : public Error {
+  using Error::Error;
+};  // a command-line/config option is bad
+class MpiError : public Error {
+  using Error::Error;
+};  // an MPI call failed
 
 }  // namespace nostrum
 
 // Throws ErrorType(message) when cond is false; message is any expression convertible to string.
-#define NOSTRUM_CHECK(cond, ErrorType, ...)            \
-  do {                                                 \
-    if (!(cond)) throw ErrorType(__VA_ARGS__);         \
+#define NOSTRUM_CHECK(cond, ErrorType, ...)    \
+  do {                                         \
+    if (!(cond)) throw ErrorType(__VA_ARGS__); \
   } while (0)

@@ -13,16 +13,16 @@
 namespace nostrum {
 
 enum class ParameterKind {
-  kWeight,       // conv / linear weight: weight decay and LARS trust ratio apply
-  kBias,         // linear/conv bias: exempt from decay and LARS when the optimizer is asked to
-  kNormScale,    // batch-norm gamma: exempt likewise
-  kNormShift,    // batch-norm beta: exempt likewise
-  kBuffer,       // running statistics: not trained, not reduced, saved in weights files
+  kWeight,     // conv / linear weight: weight decay and LARS trust ratio apply
+  kBias,       // linear/conv bias: exempt from decay and LARS when the optimizer is asked to
+  kNormScale,  // batch-norm gamma: exempt likewise
+  kNormShift,  // batch-norm beta: exempt likewise
+  kBuffer,     // running statistics: not trained, not reduced, saved in weights files
 };
 
 struct Parameter {
-  std::string name;     // torchvision state_dict key, e.g. "layer1.0.conv1.weight"
-  Shape shape;          // PyTorch's shape
+  std::string name;  // torchvision state_dict key, e.g. "layer1.0.conv1.weight"
+  Shape shape;       // PyTorch's shape
   ParameterKind kind = ParameterKind::kWeight;
   float* value = nullptr;  // numel() floats in the parameter (or buffer) arena
   float* grad = nullptr;   // numel() floats in the gradient arena; nullptr for buffers

@@ -1,16 +1,17 @@
 // Choosing OpenBLAS's kernel set at start-up. OpenBLAS 0.3.21 (Debian 12) picks its kernels by CPU
 // model and falls back to generic SSE3 ("Prescott") kernels on CPUs newer than it knows (e.g. Intel
-// family 6 model 207, Emerald Rapids): 5-7x slower SGEMM. The choice is made when the library loads,
-// so the only fix is the documented OPENBLAS_CORETYPE variable plus a re-exec of the program.
+// family 6 model 207, Emerald Rapids): 5-7x slower SGEMM. The choice is made when the library
+// loads, so the only fix is the documented OPENBLAS_CORETYPE variable plus a re-exec of the
+// program.
 #pragma once
 
 namespace nostrum::kernels {
 
 // Call first thing in main(), before MPI_Init and before any thread starts. When OPENBLAS_CORETYPE
-// is not set, OpenBLAS chose a generic kernel set, and the CPU supports AVX-512 (SkylakeX kernels) or
-// AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly and re-executes the program with
-// the same arguments (once). Does nothing when the user set OPENBLAS_CORETYPE (their choice is kept)
-// or NOSTRUM_KEEP_BLAS_KERNELS=1. Returns normally when no re-exec happened.
+// is not set, OpenBLAS chose a generic kernel set, and the CPU supports AVX-512 (SkylakeX kernels)
+// or AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly and re-executes the program
+// with the same arguments (once). Does nothing when the user set OPENBLAS_CORETYPE (their choice is
+// kept) or NOSTRUM_KEEP_BLAS_KERNELS=1. Returns normally when no re-exec happened.
 void select_blas_kernels(char** argv);
 
 }  // namespace nostrum::kernels

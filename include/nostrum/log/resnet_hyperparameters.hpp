@@ -15,8 +15,8 @@ namespace nostrum::log {
 
 struct ResnetHyperparameters {
   optim::OptimizerKind optimizer = optim::OptimizerKind::kLars;
-  double base_lr = 0.0;            // peak learning rate after warm-up
-  double end_lr = 0.0001;          // polynomial decay end
+  double base_lr = 0.0;    // peak learning rate after warm-up
+  double end_lr = 0.0001;  // polynomial decay end
   double poly_power = 2.0;
   int64_t decay_steps = 0;  // steps of the polynomial decay
   double warmup_epochs = 0.0;
