@@ -89,7 +89,9 @@ template <int NB, bool ROWS>
 void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int n_valid,
                int pairs, float alpha, float beta, bool overwrite) {
   switch (mr) {
-    // clang-format off
+    default:
+      break;
+      // clang-format off
 #define NOSTRUM_TILE(r)                                                           \
   case r:                                                                         \
     tile<r, NB, ROWS>(C, ldc, A, B, ldb, n_valid, pairs, alpha, beta, overwrite); \
@@ -98,9 +100,7 @@ void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64
     NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10)
     NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13) NOSTRUM_TILE(14)
 #undef NOSTRUM_TILE
-    // clang-format on
-    default:
-      break;
+      // clang-format on
   }
 }
 

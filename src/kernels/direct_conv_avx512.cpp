@@ -71,7 +71,9 @@ void conv_row(float* out_row, const float* img, int row0, const float* wt, const
                                   accumulate);
   float* o = out_row + int64_t(q) * s.out_pixel;
   switch (s.Q - q) {
-    // clang-format off
+    default:
+      break;
+      // clang-format off
 #define NOSTRUM_TILE(mt)                                              \
   case mt:                                                            \
     conv_tile<KB, mt, ST>(o, img, row0, wt, s, p, q, k0, accumulate); \
@@ -80,9 +82,7 @@ void conv_row(float* out_row, const float* img, int row0, const float* wt, const
     NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10)
     NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13)
 #undef NOSTRUM_TILE
-    // clang-format on
-    default:
-      break;
+      // clang-format on
   }
 }
 
