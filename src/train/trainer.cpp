@@ -62,6 +62,134 @@ RunResult finish(Run& run, double time_to_solution) {
   return make_result(run, time_to_solution, weights, buffers);
 }
 
+// --checkpoint-dir must be writable: a clear error at start-up, not at the first checkpoint.
+void require_writable_checkpoint_dir(const TrainOptions& options, const mpi::Communicator& world) {
+  if (options.checkpoint_dir.empty() || options.eval_only) return;
+  std::string problem;
+  if (world.rank() == 0) {
+    try {
+      io::check_checkpoint_dir(options.checkpoint_dir);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
+  world.broadcast(problem, 0);
+  NOSTRUM_CHECK(problem.empty(), OptionError, problem, "--checkpoint-dir");
+}
+
+// --resume / --resume-from: restores the chosen checkpoint and continues its MLPerf log, or starts
+// afresh (saying so). Returns the time-to-solution already spent.
+double resume_if_asked(Run& run, MlperfObserver& mlperf, ProgressPrinter& progress) {
+  const TrainOptions& o = run.options;
+  if (!o.resume && o.resume_from.empty()) return 0.0;
+  ResumePoint resume = find_resume_point(run, [&](const std::string& line) { progress.say(line); });
+  if (resume.path.empty()) {
+    mlperf.start_log();
+    return 0.0;
+  }
+  NOSTRUM_CHECK(resume.state.seed == o.seed, OptionError,
+                "the checkpoint's run used --seed " + std::to_string(resume.state.seed), "--seed",
+                "resume with the same seed (sampling and augmentation follow it)");
+  restore_checkpoint(run, resume.state, resume.path);
+  const auto bytes = resume.state.counters.find("mllog_bytes");
+  mlperf.continue_log(bytes == resume.state.counters.end() ? 0 : bytes->second);
+  const RunState& s = run.state;
+  progress.say("resumed from " + resume.path + ": epoch " + std::to_string(s.epoch) + " step " +
+               std::to_string(s.step_in_epoch) + " (run step " + std::to_string(s.steps_taken) +
+               "), " + std::to_string(resume.state.seconds_spent) +
+               " s of time-to-solution so far, " + std::to_string(resume.state.ranks) +
+               " rank(s) then, " + std::to_string(run.world.size()) + " now");
+  return resume.state.seconds_spent;
+}
+
+// --stall-timeout over more than one rank: the heartbeat watchdog (mpi/stall_watchdog.hpp).
+void start_stall_watchdog(Run& run) {
+  if (run.options.stall_timeout <= 0 || run.world.size() == 1) return;
+  int thread_level = 0;
+  MPI_Query_thread(&thread_level);
+  mpi::StallWatchdogOptions w;
+  w.timeout_seconds = run.options.stall_timeout;
+  run.watchdog = std::make_unique<mpi::StallWatchdog>(run.world, thread_level, w);
+  run.notes.push_back(run.watchdog->enabled()
+                          ? "stall watchdog: a rank stalled for " +
+                                std::to_string(run.options.stall_timeout) + " s aborts the job"
+                          : "note: " + run.watchdog->note());
+}
+
+// When a training run writes checkpoints (--checkpoint-dir: every N epochs, every N minutes, on a
+// stop signal), and the stop signal the ranks agreed on.
+class Checkpointer {
+ public:
+  Checkpointer(Run& run, MlperfObserver& mlperf, ProgressPrinter& progress, double run_start_s)
+      : run_(run), mlperf_(mlperf), progress_(progress), run_start_s_(run_start_s) {
+    arm_timer();
+  }
+  bool enabled() const { return !run_.options.checkpoint_dir.empty(); }
+  bool stopped() const { return stopped_; }
+
+  // Collective. epoch_closed: saved as the next epoch at step 0 (see capture_checkpoint).
+  void save(const char* why, bool epoch_closed) {
+    const io::CheckpointState state = capture_checkpoint(run_, monotonic_seconds() - run_start_s_,
+                                                         mlperf_.log_bytes(), epoch_closed);
+    std::string path;
+    {
+      mpi::StallWatchdog::Wait wait(run_.watchdog.get());  // the others wait while rank 0 writes
+      path = write_run_checkpoint(run_, state);
+    }
+    progress_.say(std::string("checkpoint (") + why + "): " + path);
+    arm_timer();
+  }
+
+  // After every step (train_epoch's after_step): false when the ranks agreed to stop.
+  bool after_step(const StepRecord& step) {
+    if (step.stop) {
+      stopped_ = true;
+      const int sig = stop_signal_received();
+      progress_.say(std::string("stop signal (") +
+                    (sig == SIGUSR1   ? "SIGUSR1"
+                     : sig == SIGTERM ? "SIGTERM"
+                                      : "another rank's") +
+                    "): stopping after " + std::to_string(step.step + 1) + " steps");
+      return false;
+    }
+    if (step.checkpoint_due && enabled()) save("timed", false);
+    return true;
+  }
+
+  // After an epoch that did not end the run (evaluated when due).
+  void after_epoch(int epoch) {
+    const int every = run_.options.checkpoint_every_epochs;
+    if (enabled() && every > 0 && epoch % every == 0) save("epoch end", true);
+  }
+
+ private:
+  void arm_timer() {
+    const double every_s = run_.options.checkpoint_every_minutes * 60.0;
+    if (enabled() && every_s > 0 && run_.rank0())
+      run_.timed_checkpoint_due_s = monotonic_seconds() + every_s;
+  }
+  Run& run_;
+  MlperfObserver& mlperf_;
+  ProgressPrinter& progress_;
+  double run_start_s_;
+  bool stopped_ = false;
+};
+
+// Every rank agreed on a stop signal at the same step: checkpoint and leave (status checkpointed).
+RunResult checkpoint_and_stop(Run& run, Checkpointer& checkpointer, ProgressPrinter& progress,
+                              double run_start_s) {
+  if (!checkpointer.enabled())
+    throw Error("stopped by a signal at run step " + std::to_string(run.state.steps_taken) +
+                    " without --checkpoint-dir: nothing was saved",
+                "rank " + std::to_string(run.world.rank()),
+                "give --checkpoint-dir so that a preempted run can resume");
+  checkpointer.save("stop signal", false);
+  run.state.status = RunStatus::kCheckpointed;
+  progress.say("checkpointed after a stop signal: exiting with status " +
+               std::to_string(kExitCheckpointed) + " (requeue; --resume continues)");
+  return make_result(run, monotonic_seconds() - run_start_s, 0, 0);
+}
+
 }  // namespace
 
 EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
@@ -104,118 +232,29 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
   std::vector<RunObserver*> observers = {&mlperf, &progress};
   if (trace) observers.push_back(trace.get());
   install_stop_signal_handlers();
-  // Checkpoint directory: writable, or a clear error now rather than at the first checkpoint.
-  if (!options.checkpoint_dir.empty() && !options.eval_only) {
-    std::string problem;
-    if (rank0) {
-      try {
-        io::check_checkpoint_dir(options.checkpoint_dir);
-      } catch (const Error& e) {
-        problem = e.what();
-      }
-    }
-    world.broadcast(problem, 0);
-    NOSTRUM_CHECK(problem.empty(), OptionError, problem, "--checkpoint-dir");
-  }
+  require_writable_checkpoint_dir(options, world);
 
   std::unique_ptr<Run> owned = setup_run(options, world);
   Run& run = *owned;
   if (options.eval_only) return evaluate_only(run, observers);
-
-  ResumePoint resume;
-  if (resuming) {
-    resume = find_resume_point(run, [&](const std::string& line) { progress.say(line); });
-    if (!resume.path.empty()) {
-      NOSTRUM_CHECK(resume.state.seed == options.seed, OptionError,
-                    "the checkpoint's run used --seed " + std::to_string(resume.state.seed),
-                    "--seed", "resume with the same seed (sampling and augmentation follow it)");
-      restore_checkpoint(run, resume.state, resume.path);
-      const auto bytes = resume.state.counters.find("mllog_bytes");
-      mlperf.continue_log(bytes == resume.state.counters.end() ? 0 : bytes->second);
-      progress.say("resumed from " + resume.path + ": epoch " + std::to_string(run.state.epoch) +
-                   " step " + std::to_string(run.state.step_in_epoch) + " (run step " +
-                   std::to_string(run.state.steps_taken) + "), " +
-                   std::to_string(resume.state.seconds_spent) + " s of time-to-solution so far, " +
-                   std::to_string(resume.state.ranks) + " rank(s) then, " +
-                   std::to_string(world.size()) + " now");
-    } else {
-      mlperf.start_log();
-    }
-  }
-  const bool resumed = !resume.path.empty();
-  if (options.stall_timeout > 0 && world.size() > 1) {
-    int thread_level = 0;
-    MPI_Query_thread(&thread_level);
-    mpi::StallWatchdogOptions w;
-    w.timeout_seconds = options.stall_timeout;
-    run.watchdog = std::make_unique<mpi::StallWatchdog>(world, thread_level, w);
-    run.notes.push_back(run.watchdog->enabled()
-                            ? "stall watchdog: a rank stalled for " +
-                                  std::to_string(options.stall_timeout) + " s aborts the job"
-                            : "note: " + run.watchdog->note());
-  }
+  const double seconds_spent = resume_if_asked(run, mlperf, progress);
+  start_stall_watchdog(run);
 
   world.barrier();
   notify(observers, [&](RunObserver& o) { o.on_setup_done(run); });
   world.barrier();
-  // Time-to-solution continues: the clock starts where the checkpointed run's stood.
-  const double run_start_s = monotonic_seconds() - (resumed ? resume.state.seconds_spent : 0.0);
+  // Time-to-solution continues: the clock starts where a checkpointed run's stood.
+  const double run_start_s = monotonic_seconds() - seconds_spent;
   notify(observers, [&](RunObserver& o) { o.on_run_start(run); });
+  Checkpointer checkpointer(run, mlperf, progress, run_start_s);
+  const auto after_step = [&](const StepRecord& step) { return checkpointer.after_step(step); };
   RunState& s = run.state;
-
-  const bool checkpoints = !options.checkpoint_dir.empty();
-  const double every_s = options.checkpoint_every_minutes * 60.0;
-  auto arm_timer = [&] {
-    if (checkpoints && every_s > 0 && rank0)
-      run.timed_checkpoint_due_s = monotonic_seconds() + every_s;
-  };
-  auto save = [&](const char* why, bool epoch_closed) {
-    const io::CheckpointState state = capture_checkpoint(run, monotonic_seconds() - run_start_s,
-                                                         mlperf.log_bytes(), epoch_closed);
-    std::string path;
-    {
-      mpi::StallWatchdog::Wait wait(run.watchdog.get());  // the others wait while rank 0 writes
-      path = write_run_checkpoint(run, state);
-    }
-    progress.say(std::string("checkpoint (") + why + "): " + path);
-    arm_timer();
-  };
-  arm_timer();
-  bool stopped = false;  // every rank agreed on a stop signal at the same step
-  auto after_step = [&](const StepRecord& step) {
-    if (step.stop) {
-      stopped = true;
-      const int sig = stop_signal_received();
-      progress.say(std::string("stop signal (") +
-                   (sig == SIGUSR1   ? "SIGUSR1"
-                    : sig == SIGTERM ? "SIGTERM"
-                                     : "another rank's") +
-                   "): stopping after " + std::to_string(step.step + 1) + " steps");
-      return false;
-    }
-    if (step.checkpoint_due && checkpoints) save("timed", false);
-    return true;
-  };
-
   try {
     for (;; ++s.epoch, s.step_in_epoch = 0) {
       notify(observers, [&](RunObserver& o) { o.on_epoch_start(run); });
       const EpochSummary epoch = train_epoch(run, observers, after_step);
-      if (stopped) {
-        // Stopped by a signal (every rank agreed at the same step): checkpoint and leave.
-        if (!checkpoints) {
-          throw Error("stopped by a signal at run step " + std::to_string(s.steps_taken) +
-                          " without --checkpoint-dir: nothing was saved",
-                      "rank " + std::to_string(world.rank()),
-                      "give --checkpoint-dir so that a preempted run can resume");
-        }
-        save("stop signal", false);
-        s.status = RunStatus::kCheckpointed;
-        progress.say("checkpointed after a stop signal: exiting with status " +
-                     std::to_string(kExitCheckpointed) + " (requeue; --resume continues)");
-        RunResult result = make_result(run, monotonic_seconds() - run_start_s, 0, 0);
-        return result;
-      }
+      if (checkpointer.stopped())
+        return checkpoint_and_stop(run, checkpointer, progress, run_start_s);
       notify(observers, [&](RunObserver& o) { o.on_epoch_end(run, epoch); });
       const bool last = s.epoch == options.epochs || step_budget_spent(run);
       if ((eval_due(options, s.epoch) || last) && evaluate_epoch(run, observers, run_start_s)) {
@@ -226,9 +265,7 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
         s.status = RunStatus::kAborted;
         break;
       }
-      if (checkpoints && options.checkpoint_every_epochs > 0 &&
-          s.epoch % options.checkpoint_every_epochs == 0)
-        save("epoch end", true);
+      checkpointer.after_epoch(s.epoch);
     }
   } catch (const NonFiniteError&) {
     s.status = RunStatus::kAborted;  // the MLPerf log ends as a run that stopped
