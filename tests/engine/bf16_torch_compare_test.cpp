@@ -19,6 +19,7 @@
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
 #include "nostrum/model/model.hpp"
+#include "test_bn_parameters.hpp"
 
 using namespace nostrum;
 using nostrum::testing::read_dataset;
@@ -95,20 +96,7 @@ void compare(const Case& c) {
     auto m = model::Model::create(config);
     m->build(c.batch, c.size, c.size);
     m->init(5);
-    const std::string last_bn = m->spec().bottleneck ? ".bn3.weight" : ".bn2.weight";
-    uint32_t state = 1;
-    auto next = [&] {
-      state = state * 1664525u + 1013904223u;
-      return (state >> 8) * (1.0f / 16777216.0f);
-    };
-    for (auto& p : m->parameters()) {
-      const bool last = p.name.rfind("layer", 0) == 0 && p.name.find(last_bn) != std::string::npos;
-      if (p.kind == ParameterKind::kNormScale)
-        for (int64_t i = 0; i < p.numel(); ++i)
-          p.value[i] = last ? 0.1f + 0.2f * next() : 0.5f + next();
-      if (p.kind == ParameterKind::kNormShift)
-        for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next() - 0.5f;
-    }
+    nostrum::testing::set_test_bn_parameters(*m, /*running_means=*/false);
     io::save_weights(temp_path(std::string(c.name) + "_bf16_weights.h5"), m->parameters(), c.name);
   }
   const std::string weights = temp_path(std::string(c.name) + "_bf16_weights.h5");

@@ -9,6 +9,7 @@
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
 #include "nostrum/model/model.hpp"
+#include "test_bn_parameters.hpp"
 
 using namespace nostrum;
 using nostrum::testing::read_dataset;
@@ -39,27 +40,10 @@ void compare_with_torch(const Case& c) {
   auto m = model::Model::create(config);
   m->build(c.batch, c.size, c.size);
   m->init(5);
-  // Non-trivial BN affine parameters and statistics, so their gradients and updates are tested.
-  // The last BN gamma of each block is small (0.1..0.3), the regime zero-init-residual training
-  // lives in: with gammas ~1 a deep ResNet's gradients at batch 2 are so ill-conditioned that
-  // PyTorch's own fp32 gradients differ from its fp64 ones by up to 8 % (resnet50, 64x64); with
-  // them small, PyTorch fp32 vs fp64 agree to 1e-5, so 1e-4 is a meaningful bound.
-  const std::string last_bn = m->spec().bottleneck ? ".bn3.weight" : ".bn2.weight";
-  uint32_t state = 1;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return (state >> 8) * (1.0f / 16777216.0f);
-  };
-  for (auto& p : m->parameters()) {
-    const bool last = p.name.rfind("layer", 0) == 0 && p.name.find(last_bn) != std::string::npos;
-    if (p.kind == ParameterKind::kNormScale)
-      for (int64_t i = 0; i < p.numel(); ++i)
-        p.value[i] = last ? 0.1f + 0.2f * next() : 0.5f + next();
-    if (p.kind == ParameterKind::kNormShift)
-      for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next() - 0.5f;
-    if (p.name.find("running_mean") != std::string::npos)
-      for (int64_t i = 0; i < p.numel(); ++i) p.value[i] = next();
-  }
+  // Non-trivial BN affine parameters and statistics, so their gradients and updates are tested
+  // (small last gammas: with them PyTorch fp32 vs fp64 agree to 1e-5, so 1e-4 is a meaningful
+  // bound).
+  nostrum::testing::set_test_bn_parameters(*m, /*running_means=*/true);
   const std::string weights = temp_path(std::string(c.name) + "_compare_weights.h5");
   const std::string ref = temp_path(std::string(c.name) + "_compare_reference.h5");
   io::save_weights(weights, m->parameters(), c.name);
