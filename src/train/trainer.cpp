@@ -2,6 +2,7 @@
 // due epoch, until the target accuracy or the budget; observers watch, the loop decides.
 #include "trainer.hpp"
 
+#include <cmath>
 #include <csignal>
 #include <functional>
 #include <iostream>
@@ -112,7 +113,8 @@ void start_stall_watchdog(Run& run) {
   run.watchdog = std::make_unique<mpi::StallWatchdog>(run.world, thread_level, w);
   run.notes.push_back(run.watchdog->enabled()
                           ? "stall watchdog: a rank stalled for " +
-                                std::to_string(run.options.stall_timeout) + " s aborts the job"
+                                std::to_string(std::lround(run.options.stall_timeout)) +
+                                " s aborts the job"
                           : "note: " + run.watchdog->note());
 }
 
