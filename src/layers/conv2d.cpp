@@ -84,7 +84,7 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
       kernels::direct_conv_available() ? Arena::padded(kernels::direct_conv_packed_floats(g)) : 0;
   plan.pack_floats = std::max(plan.pack ? plan.partial_floats : size_t(0), direct_floats);
   if (options.precision == kernels::Precision::kBf16) {
-    kernels::require_bf16(describe(g));
+    if (!kernels::bf16_available()) kernels::require_bf16(describe(g));  // no string per call
     // Forward: op(B) = packed^T (R*S*C x K); backward data: op(B) = packed (K x R*S*C).
     plan.word_floats =
         Arena::padded(std::max(kernels::bf16_packed_b_words(int(plan.row_length), g.K),

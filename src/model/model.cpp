@@ -589,8 +589,10 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
     }
     if (l.kind == LayerKind::kBatchNorm)
       norm_doubles = std::max(norm_doubles, layers::batch_norm_scratch_doubles(l.out.C));
-    if (l.kind == LayerKind::kMaxPool) l.pool.N = max_batch;
-    if (l.kind == LayerKind::kMaxPool) winner_count += N * l.out.floats();
+    if (l.kind == LayerKind::kMaxPool) {
+      l.pool.N = max_batch;
+      winner_count += N * l.out.floats();
+    }
   });
   auto walk = [&](auto&& take) {
     for_each_layer(blocks, [&](Layer& l) {

@@ -8,10 +8,12 @@
 
 namespace nostrum::train {
 
+namespace {
 void average_bn_statistics(Run& run) {
   mpi::StallWatchdog::Wait wait(run.watchdog.get());  // every rank must arrive
   mpi::average_over_ranks(run.world, run.model->buffer_data(), run.model->buffer_count());
 }
+}  // namespace
 
 double evaluate(Run& run, std::vector<int64_t>* scored) {
   average_bn_statistics(run);

@@ -10,13 +10,11 @@
 
 namespace nostrum::train {
 
-// Collective. Averages the model's buffers (BN running statistics) over the ranks; afterwards every
-// rank holds the same bits. Training is unaffected: it normalises with batch statistics.
-void average_bn_statistics(Run& run);
-
-// Collective. average_bn_statistics, then top-1 accuracy over the whole validation split. Throws
-// DataError when the ranks together did not score as many samples as the split has. scored (if
-// given) receives the split indices of the samples this rank scored, in order.
+// Collective. Averages the model's buffers (BN running statistics) over the ranks, so every rank
+// holds the same bits (training is unaffected: it normalises with batch statistics), then returns
+// the top-1 accuracy over the whole validation split. Throws DataError when the ranks together did
+// not score as many samples as the split has. scored (if given) receives the split indices of the
+// samples this rank scored, in order.
 double evaluate(Run& run, std::vector<int64_t>* scored = nullptr);
 
 }  // namespace nostrum::train

@@ -254,10 +254,12 @@ void TraceRecorder::on_setup_done(const Run& run) {
   model_->set_observer(layer_spans_.get());
 }
 
-void TraceRecorder::on_step(const Run&, const StepRecord& step) {
+void TraceRecorder::on_step(const Run& run, const StepRecord& step) {
   trace_.span("data wait", "data", 0, step.begin_s, step.data_ready_s);
   trace_.span("allreduce wait", "comm", 0, step.backward_end_s, step.allreduce_done_s);
-  for (const mpi::BucketEvent& e : step.buckets) {
+  if (!run.allreducer) return;
+  for (const mpi::BucketEvent& e :
+       run.allreducer->bucket_events()) {  // times from backward_begin_s
     trace_.instant_at("bucket ready", "comm", 1, step.backward_begin_s + e.ready);
     trace_.span("allreduce bucket", "comm", 1, step.backward_begin_s + e.start,
                 step.backward_begin_s + e.end);

@@ -48,7 +48,6 @@ StepRecord train_step(Run& run) {
       r.comm = allreducer.finish_step();
     }
     r.allreduce_done_s = monotonic_seconds();
-    r.buckets = allreducer.bucket_events();
   } else {
     net.backward();
     r.backward_end_s = r.allreduce_done_s = monotonic_seconds();

@@ -28,9 +28,8 @@ struct StepRecord {
   double allreduce_done_s = 0.0;  // ... when every gradient bucket was summed
   double end_s = 0.0;             // ... after the optimizer
   mpi::AllreduceTimings comm;     // zero for one rank
-  std::vector<mpi::BucketEvent> buckets;  // seconds since backward_begin_s
-  bool stop = false;            // every rank agreed: a stop signal came (checkpoint and exit)
-  bool checkpoint_due = false;  // every rank agreed: a timed checkpoint is due after this step
+  bool stop = false;              // every rank agreed: a stop signal came (checkpoint and exit)
+  bool checkpoint_due = false;    // every rank agreed: a timed checkpoint is due after this step
   double wall_seconds() const { return end_s - begin_s; }
   double data_wait_seconds() const { return data_ready_s - begin_s; }
 };

@@ -50,10 +50,10 @@ RunResult evaluate_only(Run& run, const std::vector<RunObserver*>& observers) {
   return make_result(run, 0.0, 0, 0);
 }
 
-// Final weights and averaged BN statistics: identical on every rank (checked), saved by rank 0.
+// Final weights and BN statistics, identical on every rank (checked: every run ends right after an
+// evaluation, which averaged the statistics), saved by rank 0.
 RunResult finish(Run& run, double time_to_solution) {
   model::Model& net = *run.model;
-  average_bn_statistics(run);
   const uint64_t weights = mpi::verify_identical(run.world, net.parameter_data(),
                                                  net.parameter_count(), "final weights");
   const uint64_t buffers = mpi::verify_identical(run.world, net.buffer_data(), net.buffer_count(),
