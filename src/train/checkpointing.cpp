@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "io/checkpoint.hpp"
+#include "mpi/weight_sync.hpp"
 
 namespace nostrum::train {
 
@@ -75,13 +76,9 @@ std::string manifest_identity(const std::string& data_dir) {
   std::ifstream file(path, std::ios::binary);
   NOSTRUM_CHECK(file.good(), IoError, "cannot read the dataset manifest", path);
   const std::string text((std::istreambuf_iterator<char>(file)), {});
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
+  const uint64_t h = mpi::checksum_bytes(text.data(), text.size());
   char hex[40];
-  std::snprintf(hex, sizeof hex, "manifest fnv1a64 %016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "manifest checksum %016llx", static_cast<unsigned long long>(h));
   return hex;
 }
 
@@ -195,7 +192,12 @@ void restore_checkpoint(Run& run, const io::CheckpointState& c, const std::strin
   io::restore_tensors(c.model, net.parameters(), path);
   const size_t nb = net.buffer_count();
   const int64_t saved_ranks = c.ranks;
-  if (nb > 0 && c.rank_buffers.size() == nb * static_cast<size_t>(saved_ranks)) {
+  NOSTRUM_CHECK(c.rank_buffers.size() == nb * static_cast<size_t>(saved_ranks), DataError,
+                "checkpoint holds " + std::to_string(c.rank_buffers.size()) +
+                    " per-rank batch-norm values, expected " + std::to_string(nb) + " x " +
+                    std::to_string(saved_ranks) + " ranks",
+                path);
+  if (nb > 0) {
     float* buffers = net.buffer_data();
     if (saved_ranks == run.world.size()) {  // this rank's own statistics: bit-identical resume
       const float* own = c.rank_buffers.data() + nb * static_cast<size_t>(run.world.rank());

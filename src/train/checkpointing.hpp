@@ -50,7 +50,8 @@ std::string first_nonfinite(const ParameterTable& table);
 
 // The identity a checkpoint must match to be resumed by this run.
 io::CheckpointIdentity run_identity(const Run& run);
-// FNV-1a 64 of the dataset's manifest.txt (its identity: splits, shards, counts, classes).
+// mpi::checksum_bytes of the dataset's manifest.txt (its identity: splits, shards, counts,
+// classes).
 std::string manifest_identity(const std::string& data_dir);
 
 // Collective: every rank's BN buffers are gathered to rank 0. The state of the run as it stands
