@@ -145,19 +145,27 @@ TEST_CASE("the run's counters and time split add up", "[train]") {
   std::unique_ptr<Run> run = train::setup_run(o, world);
   const int64_t steps_per_epoch = run->plan.steps_per_epoch;
   REQUIRE(steps_per_epoch == 240 / (kBatch * world.size()));
+  const double outside_begin = train::monotonic_seconds();
   const train::EpochSummary epoch = train::train_epoch(*run, {});
+  const double outside = train::monotonic_seconds() - outside_begin;
   const train::RunState& s = run->state;
   CHECK(epoch.steps == steps_per_epoch);
   CHECK(s.steps_taken == steps_per_epoch);
   CHECK(s.step_in_epoch == steps_per_epoch);
   CHECK(s.images_trained == steps_per_epoch * kBatch * world.size());
   CHECK(std::isfinite(epoch.mean_loss));
+  // compute is what is left of each step after its data wait and exposed allreduce: positive only
+  // when those two were measured inside the step's wall time.
   CHECK(s.time.compute > 0.0);
   CHECK(s.time.data_wait >= 0.0);
   CHECK(s.time.exposed_allreduce >= 0.0);
   CHECK(s.time.hidden_allreduce >= 0.0);
-  const double parts = s.time.compute + s.time.data_wait + s.time.exposed_allreduce;
-  CHECK(std::fabs(parts - s.train_seconds) <= 1e-9 * s.train_seconds);
+  CHECK(s.time.data_wait + s.time.exposed_allreduce < s.train_seconds);
+  // The steps' wall times against a clock read around the whole epoch: inside it, and most of it
+  // (the rest is the loop, the observers and the epoch's loss sum).
+  CHECK(s.train_seconds <= outside);
+  CHECK(s.train_seconds >= 0.5 * outside);
+  // The epoch's summary and the run's state add up the same steps.
   CHECK(std::fabs(epoch.seconds - s.train_seconds) <= 1e-9 * s.train_seconds);
   if (world.size() == 1) CHECK(s.time.exposed_allreduce == 0.0);
 }
