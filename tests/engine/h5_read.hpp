@@ -31,10 +31,12 @@ std::vector<T> read_dataset(const std::string& path, const std::string& name) {
   return out;
 }
 
-// Runs tests/engine/torch_reference.py with /usr/bin/python3 (torch); REQUIREs exit code 0.
-inline void run_torch_reference(const std::string& args) {
+// Runs tests/engine/<script> (torch_reference.py by default) with /usr/bin/python3 (torch);
+// REQUIREs exit code 0.
+inline void run_torch_reference(const std::string& args,
+                                const std::string& script = "torch_reference.py") {
   const std::string cmd = std::string(NOSTRUM_TORCH_PYTHON) + " " + NOSTRUM_SOURCE_DIR +
-                          "/tests/engine/torch_reference.py " + args;
+                          "/tests/engine/" + script + " " + args;
   INFO("running: " << cmd);
   REQUIRE(std::system(cmd.c_str()) == 0);
 }

@@ -8,8 +8,8 @@
 
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
+#include "model_compare.hpp"
 #include "nostrum/model/model.hpp"
-#include "test_bn_parameters.hpp"
 
 using namespace nostrum;
 using nostrum::testing::read_dataset;
@@ -18,19 +18,8 @@ using nostrum::testing::temp_path;
 
 namespace {
 
-double relative_error(const float* a, const float* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-
-struct Case {
-  const char* name;
-  int classes, channels, batch, size;
-};
+using Case = nostrum::testing::ModelCase;
+using nostrum::testing::relative_error;
 
 void compare_with_torch(const Case& c) {
   model::ModelConfig config;

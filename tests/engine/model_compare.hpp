@@ -1,16 +1,36 @@
-// Non-trivial batch-norm parameters for the PyTorch comparisons of whole models: gammas in
+// Shared by the PyTorch comparisons of whole models (fp32 and bf16): the case, the error measure,
+// and non-trivial batch-norm parameters: gammas in
 // [0.5, 1.5) except the last BN of each residual block, small (0.1..0.3: the regime
 // zero-init-residual training lives in; with gammas ~1 a deep ResNet's gradients at batch 2 are so
 // ill-conditioned that PyTorch's own fp32 and fp64 gradients differ by up to 8 %), betas in
 // [-0.5, 0.5), and optionally running means in [0, 1). A fixed LCG: the same values every run.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "nostrum/model/model.hpp"
 
 namespace nostrum::testing {
+
+// A model compared with PyTorch: name, classes, input channels, batch, square input size.
+struct ModelCase {
+  const char* name;
+  int classes, channels, batch, size;
+};
+
+// ||a - b|| / ||b|| (L2 over the whole tensor, in double).
+inline double relative_error(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
 
 inline void set_test_bn_parameters(model::Model& m, bool running_means) {
   const std::string last_bn = m.spec().bottleneck ? ".bn3.weight" : ".bn2.weight";
