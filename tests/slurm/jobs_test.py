@@ -81,6 +81,9 @@ def main():
     log_d = read(os.path.join(work, f"d-{d}.out"))
     check(state == "FAILED" and code == 20 and "MPI world size check failed" in log_d,
           f"a launcher that does not match the MPI is refused (exit {code}, {state})")
+    job_d = read_json(os.path.join(runs, f"fashion-mnist-{d}", "job.json"))
+    check(job_d["status"] == "failed" and job_d["exit_code"] == 20,
+          f"job.json of the refused job says failed, exit 20 ({job_d['status']} {job_d['exit_code']})")
 
     set_dir = os.path.join(runs, f"mlperf-set-{array}")
     score = read(os.path.join(set_dir, "score.txt"))
