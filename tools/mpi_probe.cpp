@@ -1,8 +1,12 @@
 // nostrum-mpi-probe: the launcher check a job runs before training. Every rank reports its MPI
-// rank, the world size, its Slurm node, host, bound CPUs and OpenMP threads; rank 0 prints the
+// rank, the world size, its Slurm node, host, bound CPUs, OpenMP threads and IPv4 address (the
+// first that is not loopback: a simulated node's own address on the local cluster); rank 0 prints the
 // table in rank order. With --expect P it fails (exit 4, on every rank) when the world is not P
 // ranks: what a launcher that does not speak to this MPI does (P singletons of size 1).
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <mpi.h>
+#include <netinet/in.h>
 #include <sched.h>
 
 #include <cstdio>
@@ -29,6 +33,23 @@ std::string bound_cpus() {
   return list;
 }
 
+std::string ipv4_address() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "-";
+  std::string found = "-";
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    if (std::strncmp(text, "127.", 4) != 0) {
+      found = text;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
 const char* env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
@@ -50,9 +71,9 @@ int main(int argc, char** argv) {
   MPI_Get_processor_name(host, &host_len);
   constexpr int kLine = 256;
   char line[kLine];
-  std::snprintf(line, kLine, "rank %d of %d on slurm node %s (host %s) cpus %s threads %s", rank,
-                size, env_or("SLURMD_NODENAME", "-"), host, bound_cpus().c_str(),
-                env_or("OMP_NUM_THREADS", "-"));
+  std::snprintf(line, kLine, "rank %d of %d on slurm node %s (host %s) cpus %s threads %s address %s",
+                rank, size, env_or("SLURMD_NODENAME", "-"), host, bound_cpus().c_str(),
+                env_or("OMP_NUM_THREADS", "-"), ipv4_address().c_str());
   std::vector<char> all(rank == 0 ? static_cast<size_t>(kLine) * size : 1);
   MPI_Gather(line, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (rank == 0)
