@@ -77,8 +77,77 @@ def read(path):
         return f.read()
 
 
+def probe_rows(run_dir):
+    """The probe's rows of binding.txt: dicts of rank, node, host, cpus (a set), threads, address."""
+    rows = re.findall(r"^rank (\d+) of \d+ on slurm node (\S+) \(host (.*)\) cpus (\S+) threads (\S+) address (\S+)$",
+                      read(os.path.join(run_dir, "binding.txt")), re.M)
+    return [{"rank": int(r), "node": n, "host": h, "cpus": cpu_set(c), "threads": t, "address": a}
+            for r, n, h, c, t, a in sorted(rows, key=lambda x: int(x[0]))]
+
+
+def cpu_set(text):
+    """'0-2,5' -> {0, 1, 2, 5}."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def placement(run_dir):
-    """'rank:node:threads ...' from the run directory's binding table (nostrum-mpi-probe)."""
-    found = re.findall(r"^rank (\d+) of \d+ on slurm node (\S+) \(host .*\) cpus \S+ threads (\S+)$",
-                       read(os.path.join(run_dir, "binding.txt")), re.M)
-    return " ".join(f"{r}:{n}:{t}" for r, n, t in sorted(found, key=lambda x: int(x[0])))
+    """'rank:node:threads ...' from the run directory's binding table (nostrum-mpi-probe); fails when
+    two ranks of one node are bound to intersecting CPU sets (stacked on the same cores)."""
+    rows = probe_rows(run_dir)
+    for a in rows:
+        for b in rows:
+            if a["rank"] < b["rank"] and a["node"] == b["node"] and a["host"] == b["host"]:
+                check(not a["cpus"] & b["cpus"], f"ranks {a['rank']} and {b['rank']} on {a['node']} have their own "
+                      f"CPUs ({sorted(a['cpus'])} and {sorted(b['cpus'])})")
+    return " ".join(f"{r['rank']}:{r['node']}:{r['threads']}" for r in rows)
+
+
+def cluster_info():
+    """The running cluster's cluster.env (slurm/local-cluster/cluster info) as a dict."""
+    proc = subprocess.run([os.path.join(ROOT, "slurm", "local-cluster", "cluster"), "info"],
+                          capture_output=True, text=True)
+    check(proc.returncode == 0, f"cluster info ({proc.stderr.strip()})")
+    return {k: v.strip('"') for k, v in (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)}
+
+
+def require_isolated():
+    """Exit 77 (skipped) unless the cluster runs in the isolated mode."""
+    info = cluster_info()
+    if info.get("NOSTRUM_CLUSTER_MODE") != "isolated":
+        print("SKIPPED: the local cluster runs in the shared mode here (no network namespaces or tc: see "
+              "slurm_isolated_cluster_start's output), so there are no isolated nodes to test", flush=True)
+        sys.exit(77)
+    return info
+
+
+def rank_pids(job_id, rank, restart_count):
+    """Pids of nostrum-train processes of this job, MPI rank and attempt (SLURM_RESTART_COUNT)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if not f.read().split(b"\0")[0].endswith(b"nostrum-train"):
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = dict(item.split("=", 1) for item in f.read().decode(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if (environ.get("SLURM_JOB_ID") == job_id and environ.get("SLURM_RESTART_COUNT", "0") == str(restart_count)
+                and environ.get("OMPI_COMM_WORLD_RANK", environ.get("SLURM_PROCID")) == str(rank)):
+            found.append(int(pid))
+    return found
+
+
+def wait_for(what, predicate, timeout):
+    """Polls predicate() until it returns something true; fails naming `what` after timeout s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    check(False, f"{what} within {timeout} s")

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""A lost rank does not lose the job (slurm/nostrum-train.sbatch on the slurm_isolated_cluster, 4 nodes):
+kill -9 of rank 1 of a 2-node job after its first checkpoint -> the job script requeues the job
+without node2, the next attempt resumes from that checkpoint on other nodes, reaches the target,
+its MLPerf log (one log across both attempts) passes the checker, and attempts.jsonl lists both
+attempts. A second job loses rank 1 in each of three attempts in a row (node2, node3, node4): the
+third stops with a clear message and is not requeued (NOSTRUM_MAX_RESTARTS defaults to 2).
+Skipped (77) in the shared mode (one node's loss cannot be told from another's there)."""
+import glob
+import json
+import os
+import subprocess
+
+from slurm_common import (ROOT, check, data, env, rank_pids, read, read_json, require_isolated, slurm_exit,
+                          submit, wait, wait_for, work_dir)
+
+TRAIN = ["--model", "resnet8", "--width", "8", "--batch-size", "32", "--epochs", "6", "--target-accuracy", "0.3",
+         "--seed", "3", "--progress-seconds", "1000"]
+
+
+def submit_job(work, name):
+    return submit(["-N", "2", "--ntasks-per-node=1", "--requeue", "--open-mode=append", "-J", name,
+                   "-o", os.path.join(work, name + "-%j.out"), os.path.join(ROOT, "slurm", "nostrum-train.sbatch"),
+                   "--data", data()] + TRAIN, env(NOSTRUM_RUNS_DIR=os.path.join(work, "runs")), work)
+
+
+def kill_rank1(job, attempt, run_dir):
+    """kill -9 of rank 1 in attempt `attempt` (0 = the first): in the first once it checkpointed."""
+    if attempt == 0:
+        wait_for("the first checkpoint", lambda: glob.glob(os.path.join(run_dir, "checkpoints", "checkpoint-*.h5")), 120)
+    pids = wait_for(f"rank 1 of attempt {attempt + 1}", lambda: rank_pids(job, 1, attempt), 120)
+    subprocess.run(["kill", "-9"] + [str(p) for p in pids], check=True)
+    print(f"killed rank 1 of attempt {attempt + 1} (pid {pids})", flush=True)
+
+
+def attempts(run_dir):
+    with open(os.path.join(run_dir, "attempts.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check_requeued_and_resumed(work):
+    job = submit_job(work, "lost")
+    run_dir = os.path.join(work, "runs", f"lost-{job}")
+    kill_rank1(job, 0, run_dir)
+    wait([job], 150)
+    state, code = slurm_exit(job)
+    log = read(os.path.join(work, f"lost-{job}.out"))
+    print(log[-2500:])
+    status = read_json(os.path.join(run_dir, "job.json"))
+    listed = attempts(run_dir)
+    print("\n".join(json.dumps(a) for a in listed))
+    check("lost a rank on node2 (exit 137" in log and "requeueing job" in log, "the lost rank requeued the job")
+    check(state == "COMPLETED" and code == 0 and status["status"] == "completed" and status["restart_count"] == 1,
+          f"the requeued job reached the target ({state}, exit {code}, {status['status']})")
+    check(len(listed) == 2 and listed[0]["status"] == "rank_lost" and listed[0]["exit_code"] == 137
+          and listed[0]["node_lost"] == "node2" and listed[1]["status"] == "completed",
+          "attempts.jsonl lists both attempts: rank lost on node2, then completed")
+    check(listed[1]["resumed_from"].startswith(os.path.join(run_dir, "checkpoints", "checkpoint-")),
+          f"the second attempt resumed from the first one's checkpoint ({listed[1]['resumed_from']})")
+    check("node2" not in subprocess.run(["scontrol", "show", "hostnames", listed[1]["node_list"]],
+                                        capture_output=True, text=True).stdout.split(),
+          f"the second attempt ran without node2 ({listed[1]['node_list']})")
+    checker = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "mlperf", "check_log.py"),
+                              os.path.join(run_dir, "mllog.txt"), "--accuracy-target", "0.3"],
+                             capture_output=True, text=True)
+    print(checker.stdout[-800:])
+    check(checker.returncode == 0, "the MLPerf log, continued across the lost rank, passes the checker")
+
+
+def check_third_loss_stops(work):
+    job = submit_job(work, "lost3")
+    run_dir = os.path.join(work, "runs", f"lost3-{job}")
+    for attempt in range(3):
+        kill_rank1(job, attempt, run_dir)
+    wait([job], 150)
+    state, code = slurm_exit(job)
+    log = read(os.path.join(work, f"lost3-{job}.out"))
+    print(log[-2000:])
+    status = read_json(os.path.join(run_dir, "job.json"))
+    listed = attempts(run_dir)
+    lost = [a["node_lost"] for a in listed]
+    check([a["status"] for a in listed] == ["rank_lost"] * 3 and lost[0] == "node2" and len(set(lost)) == 3,
+          f"three attempts, each losing the rank on a new node: {[(a['status'], a['node_lost']) for a in listed]}")
+    for k in (1, 2):
+        ran_on = subprocess.run(["scontrol", "show", "hostnames", listed[k]["node_list"]],
+                                capture_output=True, text=True).stdout.split()
+        check(not set(lost[:k]) & set(ran_on), f"attempt {k + 1} ran without the nodes lost before ({ran_on}, lost {lost[:k]})")
+    check("lost a rank 3 times in a row (exit 137; NOSTRUM_MAX_RESTARTS=2): not requeued" in log,
+          "the third loss in a row says why it is not requeued")
+    check(state == "FAILED" and code == 137 and status["status"] == "failed" and status["restart_count"] == 2,
+          f"the job ends failed after the third loss, not requeued ({state}, exit {code}, restarts {status['restart_count']})")
+
+
+def main():
+    require_isolated()
+    work = work_dir("lost-rank")
+    check_requeued_and_resumed(work)
+    check_third_loss_stops(work)
+    print("slurm_lost_rank_requeue: passed")
+
+
+if __name__ == "__main__":
+    main()
