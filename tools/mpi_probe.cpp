@@ -1,7 +1,7 @@
 // nostrum-mpi-probe: the launcher check a job runs before training. Every rank reports its MPI
 // rank, the world size, its Slurm node, host, bound CPUs, OpenMP threads and IPv4 address (the
-// first that is not loopback: a simulated node's own address on the local cluster); rank 0 prints the
-// table in rank order. With --expect P it fails (exit 4, on every rank) when the world is not P
+// first that is not loopback: a simulated node's own address on the local cluster); rank 0 prints
+// the table in rank order. With --expect P it fails (exit 4, on every rank) when the world is not P
 // ranks: what a launcher that does not speak to this MPI does (P singletons of size 1).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
   MPI_Get_processor_name(host, &host_len);
   constexpr int kLine = 256;
   char line[kLine];
-  std::snprintf(line, kLine, "rank %d of %d on slurm node %s (host %s) cpus %s threads %s address %s",
-                rank, size, env_or("SLURMD_NODENAME", "-"), host, bound_cpus().c_str(),
+  std::snprintf(line, kLine,
+                "rank %d of %d on slurm node %s (host %s) cpus %s threads %s address %s", rank,
+                size, env_or("SLURMD_NODENAME", "-"), host, bound_cpus().c_str(),
                 env_or("OMP_NUM_THREADS", "-"), ipv4_address().c_str());
   std::vector<char> all(rank == 0 ? static_cast<size_t>(kLine) * size : 1);
   MPI_Gather(line, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD);

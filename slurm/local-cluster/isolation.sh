@@ -111,5 +111,14 @@ remove_network() {
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^nostrum-$tag-node" || true); do
     ip netns del "$ns" 2>/dev/null || true
   done
+  # a namespace outlives its name while a process is still inside: delete its veth pairs too, and
+  # wait until the kernel has removed them (a restart would otherwise find "File exists")
+  local veth
+  for _ in $(seq 1 50); do
+    veth=$(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^nsv${tag}n[0-9]+$" || true)
+    [ -z "$veth" ] && break
+    for v in $veth; do ip link del "$v" 2>/dev/null || true; done
+    sleep 0.1
+  done
   ip link del "$bridge" 2>/dev/null || true
 }

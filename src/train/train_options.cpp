@@ -19,6 +19,13 @@ namespace nostrum::train {
 
 namespace {
 
+// A double default as --help shows it: "0.91", not Boost's 17 digits ("0.91000000000000003").
+std::string shown(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
@@ -97,26 +104,26 @@ po::options_description optimisation_options(TrainOptions& o, EnumText& text) {
     ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epoch budget (run aborts after it)")
     ("max-steps", po::value(&o.max_steps)->default_value(o.max_steps),
      "stop after this many steps (0 = no limit; for throughput and scaling runs)")
-    ("target-accuracy", po::value(&o.target_accuracy)->default_value(o.target_accuracy),
+    ("target-accuracy", po::value(&o.target_accuracy)->default_value(o.target_accuracy, shown(o.target_accuracy)),
      "stop with success once top-1 evaluation accuracy reaches this fraction")
     ("optimizer", po::value(&text.optimizer)->default_value(text.optimizer), "sgd | lars")
-    ("lr", po::value(&o.lr)->default_value(o.lr), "base learning rate (0 = recipe default)")
-    ("end-lr", po::value(&o.end_lr)->default_value(o.end_lr), "learning rate at the end of decay")
-    ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs),
+    ("lr", po::value(&o.lr)->default_value(o.lr, shown(o.lr)), "base learning rate (0 = recipe default)")
+    ("end-lr", po::value(&o.end_lr)->default_value(o.end_lr, shown(o.end_lr)), "learning rate at the end of decay")
+    ("warmup-epochs", po::value(&o.warmup_epochs)->default_value(o.warmup_epochs, shown(o.warmup_epochs)),
      "linear warmup length in epochs")
     ("lr-schedule", po::value(&text.lr_schedule)->default_value(text.lr_schedule),
      "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle | constant")
-    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
-    ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
+    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power, shown(o.poly_power)), "polynomial decay power")
+    ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs, shown(o.decay_epochs)),
      "epochs over which the LR decays (0 = the whole budget)")
-    ("momentum", po::value(&o.momentum)->default_value(o.momentum), "momentum")
+    ("momentum", po::value(&o.momentum)->default_value(o.momentum, shown(o.momentum)), "momentum")
     ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd)")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, shown(o.weight_decay)), "weight decay")
     ("decay-bias-and-norm", po::bool_switch()->notifier([&](bool on) { o.exempt_bias_and_norm = !on; }),
      "apply weight decay to biases and BN parameters too (MLPerf exempts them)")
-    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing),
+    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, shown(o.label_smoothing)),
      "label smoothing of the cross-entropy loss")
-    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient");
+    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta, shown(o.lars_eta)), "LARS trust coefficient");
   // clang-format on
   return optim;
 }
@@ -139,7 +146,7 @@ po::options_description parallelism_options(TrainOptions& o, EnumText& text) {
   parallel.add_options()
     ("threads", po::value(&o.threads)->default_value(o.threads),
      "OpenMP threads per rank (0 = the cores this rank may use)")
-    ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size, MB")
+    ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, shown(o.bucket_mb)), "gradient bucket size, MB")
     ("overlap", po::value(&text.overlap)->default_value(text.overlap),
      "allreduce gradient buckets on a communication thread during backward: on, off, or auto (on "
      "when the rank has a core beyond its OpenMP threads or the gradients fill more than one "
@@ -172,13 +179,13 @@ po::options_description run_options(TrainOptions& o) {
     ("resume", po::bool_switch(&o.resume),
      "continue from the newest valid checkpoint in --checkpoint-dir (start afresh if none)")
     ("resume-from", po::value(&o.resume_from), "continue from this checkpoint file")
-    ("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout),
+    ("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout, shown(o.stall_timeout)),
      "abort the job when a rank stalls this many seconds in a collective (0 = off)")
     ("debug-inject-nan-at-step", po::value(&o.debug_inject_nan_at_step)->default_value(-1),
      "debug: make rank 0's input NaN at this step (tests the non-finite stop)")
     ("debug-signal-at-step", po::value(&o.debug_signal_at_step)->default_value(-1),
      "debug: the last rank raises SIGUSR1 during this step (tests the stop at a chosen step)")
-    ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds),
+    ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds, shown(o.progress_seconds)),
      "progress line interval inside an epoch")
     ("submission-org", po::value(&o.submission_org)->default_value(o.submission_org), "MLPerf org")
     ("submission-platform", po::value(&o.submission_platform)->default_value(o.submission_platform),

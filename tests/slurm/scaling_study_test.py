@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """tools/scaling-study on the real local Slurm cluster: a strong-scaling study over 1, 2 and 4 nodes
 (Fashion-MNIST subset, 1 epoch), its table checked against each point's result.json, the PNGs
-non-trivial, the model's prediction drawn; then a study whose job fails (a bad option) is reported
-as failed, with its log, and the report exits non-zero."""
+non-trivial, the model's prediction drawn, the points whose ranks share CPUs (simulated nodes on one
+host's cores) marked so in the table; then a study whose job fails (a bad option) is reported as
+failed, with its log, and the report exits non-zero; a site profile that does not exist and more
+nodes than the partition has are refused before anything is submitted."""
 import csv
 import os
 import subprocess
@@ -54,6 +56,10 @@ def main():
         check(png_ok(os.path.join(study, png)), f"{png} is a PNG of more than 10 kB")
     md = read(os.path.join(study, "scaling.md"))
     check("| 4 | 4 | 32 |" in md and "predicted" in md, "scaling.md holds the table and the model's comparison")
+    shared = [r for r in rows if r["cpu_overlap"]]
+    check([int(r["nodes"]) for r in shared] == [2, 4] and md.count("**ranks share CPUs**") == 2
+          and "ranks share CPUs" in proc.stderr,
+          "the 2- and 4-node points (ranks on one host's 2 cores) are marked as sharing CPUs in the table and output")
 
     failed = os.path.join(work, "failing")
     proc = subprocess.run([TOOL, "--job", JOB, "--data", shards, "--nodes", "1,2", "--epochs", "1", "--study", failed,
@@ -66,7 +72,21 @@ def main():
     check(md.count("**FAILED**") == 2 and "exit 1" in md, "scaling.md lists both points as FAILED with exit 1")
     check(png_ok(os.path.join(failed, "throughput.png")) or os.path.getsize(os.path.join(failed, "throughput.png")) > 5000,
           "the plots are still written (failed points marked)")
+    check_refused_before_submitting(work, shards)
     print("slurm_scaling_study: passed")
+
+
+def check_refused_before_submitting(work, shards):
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    for extra, message in ((["--site", "slurm/sites/nope.env"], "--site slurm/sites/nope.env: no such site profile"),
+                           (["--nodes", "8"], "--nodes asks for 8 nodes, but partition main has 4")):
+        args = [TOOL, "--job", JOB, "--data", shards, "--nodes", "1", "--epochs", "1",
+                "--study", os.path.join(work, "refused")] + extra
+        proc = subprocess.run(args, env=env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        print(proc.stderr.strip())
+        check(proc.returncode == 2 and message in proc.stderr, f"refused before submitting: {message}")
+    after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    check(before == after, "nothing was submitted for the refused studies")
 
 
 if __name__ == "__main__":
