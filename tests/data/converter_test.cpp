@@ -292,8 +292,10 @@ int run_as_nobody(const fs::path& root, int (*check)(const fs::path&)) {
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) {
+      std::fprintf(stderr, "cannot become uid 65534: %s\n", std::strerror(errno));
       ::_exit(77);
+    }
     int rc = 1;
     try {
       rc = check(root);
@@ -319,9 +321,8 @@ TEST_CASE("convert imagenet: unreadable directory (checked as a non-root user)",
   if (rc == 77) {
     // Not passed: reported skipped (the unit tests' SKIP_RETURN_CODE) with the reason.
     std::printf(
-        "SKIPPED: running as root and cannot become uid 65534 (%s): mode 000 does not "
-        "stop root, so the unreadable directory cannot be made\n",
-        std::strerror(errno));
+        "SKIPPED: running as root and cannot become uid 65534 (see above): mode 000 does "
+        "not stop root, so no directory is unreadable here\n");
     std::fflush(stdout);
     std::error_code ec;
     fs::remove_all(dir.path(), ec);
