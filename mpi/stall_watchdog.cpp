@@ -100,6 +100,7 @@ void StallWatchdog::loop() {
   const int64_t poll_ms = std::min<int64_t>(200, beat_ms);
   int64_t next_beat = start;
   bool fired = false;
+  int64_t last_poll = start, judge_from = start;
 
   auto send_beats = [&](int64_t now, bool leaving) {
     const int64_t since = waiting_since_ms_.load(std::memory_order_relaxed);
@@ -118,6 +119,15 @@ void StallWatchdog::loop() {
 
   while (!stop_.load()) {
     const int64_t now = now_ms();
+    // This rank itself did not run for longer than a silent peer may (SIGSTOP and SIGCONT, a
+    // suspended job, a paused VM): what it knows of the others is stale, and so is its own wait.
+    // It judges again only after a fresh timeout (seen: a stopped rank 0, woken by mpirun's
+    // teardown, blamed the healthy rank that had ended the job).
+    if (now - last_poll > silent_ms) {
+      for (Peer& p : peers) p.last_seen_ms = now;
+      judge_from = now + timeout_ms;
+    }
+    last_poll = now;
     if (now >= next_beat) {
       send_beats(now, false);
       next_beat = now + beat_ms;
@@ -136,7 +146,7 @@ void StallWatchdog::loop() {
       }
     }
 
-    if (!fired) {
+    if (!fired && now >= judge_from) {
       // Has anyone waited in a collective, or been silent, for longer than the timeout?
       const int64_t own_since = waiting_since_ms_.load(std::memory_order_relaxed);
       const int64_t own_waited = own_since >= 0 ? now - own_since : -1;
