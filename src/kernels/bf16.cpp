@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bf16_avx512.hpp"
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::kernels {
@@ -93,9 +94,8 @@ const char* precision_name(Precision p) {
 }
 
 Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  throw OptionError("unknown precision '" + name + "'", "--precision", "use fp32 or bf16");
+  static const std::vector<std::string> names = {"fp32", "bf16"};  // Precision order
+  return parse_enum_name<Precision>(name, names, "--precision");
 }
 
 std::string Bf16Features::describe() const {

@@ -84,9 +84,10 @@ std::string manifest_identity(const std::string& data_dir) {
 
 io::CheckpointIdentity run_identity(const Run& run) {
   io::CheckpointIdentity id;
-  id.model = run.options.model + " width " + std::to_string(run.options.width) + ", " +
+  const model::ModelConfig& m = run.config.model.config;
+  id.model = m.name + " width " + std::to_string(m.width) + ", " +
              std::to_string(run.model->parameter_count()) + " parameters";
-  id.dataset = manifest_identity(run.options.data_dir);
+  id.dataset = manifest_identity(run.config.data.dir);
   id.train_samples = run.train_loader ? run.train_loader->split_samples() : 0;
   id.eval_samples = run.plan.eval_samples;
   id.global_batch = run.plan.global_batch;
@@ -112,7 +113,7 @@ io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t m
   }
   if (!run.rank0()) return c;
   c.identity = run_identity(run);
-  c.options_text = run.options.options_text;
+  c.options_text = run.config.logging.options_text;
   c.ranks = run.world.size();
   c.epoch = epoch_closed ? s.epoch + 1 : s.epoch;
   c.step_in_epoch = epoch_closed ? 0 : s.step_in_epoch;
@@ -141,36 +142,36 @@ std::string write_run_checkpoint(Run& run, const io::CheckpointState& state) {
   std::string outcome;  // rank 0: "ok <path>" or "error <message>"
   if (run.rank0()) {
     try {
-      outcome = "ok " + io::write_checkpoint(run.options.checkpoint_dir, state,
-                                             run.options.keep_checkpoints);
+      const CheckpointConfig& cc = run.config.checkpoint;
+      outcome = "ok " + io::write_checkpoint(cc.dir, state, cc.keep);
     } catch (const Error& e) {
       outcome = std::string("error ") + e.what();
     }
   }
   run.world.broadcast(outcome, 0);
   NOSTRUM_CHECK(outcome.rfind("ok ", 0) == 0, IoError, outcome.substr(6),
-                "rank 0 (--checkpoint-dir " + run.options.checkpoint_dir + ")",
+                "rank 0 (--checkpoint-dir " + run.config.checkpoint.dir + ")",
                 "the run stops rather than go on without checkpoints");
   return outcome.substr(3);
 }
 
 ResumePoint find_resume_point(const Run& run, const std::function<void(const std::string&)>& say) {
   const io::CheckpointIdentity expected = run_identity(run);
+  const CheckpointConfig& cc = run.config.checkpoint;
   std::string chosen;  // rank 0's choice, or "error <message>"
   if (run.rank0()) {
-    if (!run.options.resume_from.empty()) {
+    if (!cc.resume_from.empty()) {
       try {
-        io::load_checkpoint(run.options.resume_from, expected);
-        chosen = run.options.resume_from;
+        io::load_checkpoint(cc.resume_from, expected);
+        chosen = cc.resume_from;
       } catch (const Error& e) {
         chosen = std::string("error ") + e.what();
       }
     } else {
-      const io::FoundCheckpoint found =
-          io::find_latest_checkpoint(run.options.checkpoint_dir, expected);
+      const io::FoundCheckpoint found = io::find_latest_checkpoint(cc.dir, expected);
       for (const auto& why : found.refused) say("checkpoint refused: " + why);
       if (found.path.empty())
-        say("--resume: no usable checkpoint in " + run.options.checkpoint_dir +
+        say("--resume: no usable checkpoint in " + cc.dir +
             (found.refused.empty() ? "" : " (every one refused, see above)") + ": starting afresh");
       else if (!found.refused.empty())
         say("--resume: falling back to the newest good checkpoint " + found.path);

@@ -9,6 +9,7 @@
 #include "mpi/communicator.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
+#include "resolve.hpp"
 #include "train_options.hpp"
 #include "trainer.hpp"
 
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   try {
     nostrum::train::TrainOptions options;
     if (!nostrum::train::parse_train_options(argc, argv, options)) return 0;  // --help
-    const nostrum::train::RunResult result = nostrum::train::run_training(options, world);
+    const nostrum::train::RunConfig config = nostrum::train::resolve(options);
+    const nostrum::train::RunResult result = nostrum::train::run_training(config, world);
     if (world.rank() == 0) {
       const std::string json = nostrum::train::result_json(result);
       if (!options.result_json.empty()) {

@@ -46,10 +46,10 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.epochs = s.steps_taken > 0 ? s.epoch : 0;
   r.steps = s.steps_taken;
   r.final_accuracy = s.evals.empty() ? 0.0 : s.evals.back().accuracy;
-  r.target_accuracy = run.options.target_accuracy;
+  r.target_accuracy = run.config.training.target_accuracy;
   r.images_per_second = s.train_seconds > 0 ? s.images_trained / s.train_seconds : 0.0;
-  r.model = run.options.model;
-  r.optimizer = optim::to_string(run.options.optimizer);
+  r.model = run.config.model.config.name;
+  r.optimizer = optim::to_string(run.config.optimizer.kind);
   r.ranks = run.plan.ranks;
   r.threads = run.plan.threads;
   r.global_batch = run.plan.global_batch;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/dataset.hpp"
@@ -19,7 +20,7 @@
 #include "nostrum/model/model.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
-#include "train_options.hpp"
+#include "run_config.hpp"
 
 namespace nostrum::train {
 
@@ -77,15 +78,13 @@ struct RunPlan {
 };
 
 struct Run {
-  Run(const TrainOptions& options, const mpi::Communicator& world)
-      : options(options), world(world) {}
+  Run(RunConfig config, const mpi::Communicator& world) : config(std::move(config)), world(world) {}
 
-  const TrainOptions& options;
+  const RunConfig config;
   const mpi::Communicator& world;
   RunPlan plan;
   RunState state;
 
-  io::Manifest manifest;
   std::unique_ptr<io::Loader> train_loader;  // null with --eval-only
   std::unique_ptr<io::Loader> eval_loader;
   std::unique_ptr<model::Model> model;

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/model/architecture.hpp"
 
@@ -19,17 +20,12 @@ namespace nostrum::train {
 
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
-  return s;
-}
-
+// A text option with a fixed set of values (not an enum: the model, the MLPerf status).
 void require_choice(const std::string& option, const std::string& value,
                     const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), value) == choices.end())
     throw OptionError("invalid value '" + value + "'", "--" + option,
-                      "valid choices: " + join(choices));
+                      "valid choices: " + join_names(choices));
 }
 
 template <typename T>
@@ -38,15 +34,6 @@ void require(bool ok, const std::string& option, const T& value, const std::stri
   std::ostringstream text;
   text << "invalid value '" << value << "'";
   throw OptionError(text.str(), "--" + option, rule);
-}
-
-// The index of `value` in `choices` (an enum's names in enum order), or OptionError naming the
-// option and the choices.
-template <typename Enum>
-Enum parse_choice(const std::string& option, const std::string& value,
-                  const std::vector<std::string>& choices) {
-  require_choice(option, value, choices);
-  return static_cast<Enum>(std::find(choices.begin(), choices.end(), value) - choices.begin());
 }
 
 // Enum-valued options are read as text and parsed after notify (with the valid choices).
@@ -66,7 +53,7 @@ po::options_description data_options(TrainOptions& o) {
     ("random-flip", po::value(&o.random_flip)->default_value(o.random_flip),
      "random horizontal flip in training")
     ("pad-crop", po::value(&o.pad_crop)->default_value(o.pad_crop),
-     "raw images: random crop after padding by this many pixels (0 = off)");
+     "raw images: random crop after padding by this many pixels (0 = off; refused for JPEG data)");
   // clang-format on
   return data;
 }
@@ -106,17 +93,18 @@ po::options_description optimisation_options(TrainOptions& o, EnumText& text) {
      "linear warmup length in epochs")
     ("lr-schedule", po::value(&text.lr_schedule)->default_value(text.lr_schedule),
      "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle | constant")
-    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
+    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power (only with --lr-schedule poly)")
     ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
      "epochs over which the LR decays (0 = the whole budget)")
     ("momentum", po::value(&o.momentum)->default_value(o.momentum), "momentum")
-    ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd)")
+    ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd and lars)")
     ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
     ("decay-bias-and-norm", po::bool_switch()->notifier([&](bool on) { o.exempt_bias_and_norm = !on; }),
-     "apply weight decay to biases and BN parameters too (MLPerf exempts them)")
+     "sgd: apply weight decay to biases and BN parameters too (MLPerf exempts them; lars "
+     "always exempts them, as the MLPerf reference does, so the flag changes nothing there)")
     ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing),
      "label smoothing of the cross-entropy loss")
-    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient");
+    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient (only with --optimizer lars)");
   // clang-format on
   return optim;
 }
@@ -147,7 +135,7 @@ po::options_description parallelism_options(TrainOptions& o, EnumText& text) {
     ("no-overlap", po::bool_switch(&text.no_overlap), "the same as --overlap off")
     ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
     ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
-     "ranks per sync-BN group (0 = all ranks)");
+     "ranks per sync-BN group (0 = all ranks; only with --sync-bn)");
   // clang-format on
   return parallel;
 }
@@ -166,9 +154,10 @@ po::options_description run_options(TrainOptions& o) {
     ("checkpoint-dir", po::value(&o.checkpoint_dir),
      "write checkpoints to this directory (checked writable at start-up)")
     ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
-     "checkpoint every N epochs, or every N minutes with an m suffix (30m)")
+     "checkpoint every N epochs, or every N minutes with an m suffix (30m); only with "
+     "--checkpoint-dir")
     ("keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
-     "keep the newest N checkpoints (0 = all)")
+     "keep the newest N checkpoints (0 = all; only with --checkpoint-dir)")
     ("resume", po::bool_switch(&o.resume),
      "continue from the newest valid checkpoint in --checkpoint-dir (start afresh if none)")
     ("resume-from", po::value(&o.resume_from), "continue from this checkpoint file")
@@ -189,16 +178,15 @@ po::options_description run_options(TrainOptions& o) {
   return run;
 }
 
-// The enum options from their text, and every rule on the values (OptionError naming the option).
+// The enum options from their text, and every rule on a value by itself (OptionError naming the
+// option). How options combine is resolve's (resolve.cpp).
 void validate(TrainOptions& o, const EnumText& text) {
   require_choice("model", o.model, model::model_names());
-  o.optimizer =
-      parse_choice<optim::OptimizerKind>("optimizer", text.optimizer, optim::optimizer_names());
-  o.overlap = parse_choice<OverlapPolicy>("overlap", text.overlap, overlap_policy_names());
+  o.optimizer = optim::parse_optimizer_kind(text.optimizer);
+  o.overlap = parse_enum_name<OverlapPolicy>(text.overlap, overlap_policy_names(), "--overlap");
   if (text.no_overlap) o.overlap = OverlapPolicy::kOff;
   o.precision = kernels::parse_precision(text.precision);
-  o.lr_schedule =
-      parse_choice<optim::ScheduleKind>("lr-schedule", text.lr_schedule, optim::schedule_names());
+  o.lr_schedule = optim::parse_schedule_kind(text.lr_schedule);
   require_choice("submission-status", o.submission_status,
                  {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");
@@ -222,33 +210,11 @@ void validate(TrainOptions& o, const EnumText& text) {
   require(o.width >= 0, "width", o.width, "must be >= 0");
   require(o.pad_crop >= 0, "pad-crop", o.pad_crop, "must be >= 0");
   require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
-  {
-    const std::string& every = o.checkpoint_every;
-    char* end = nullptr;
-    const double n = std::strtod(every.c_str(), &end);
-    const std::string suffix = end ? std::string(end) : std::string();
-    require(!every.empty() && n > 0 && (suffix.empty() || suffix == "m") &&
-                (suffix == "m" || n == static_cast<int>(n)),
-            "checkpoint-every", every, "N epochs (a positive integer) or N minutes (e.g. 30m)");
-    o.checkpoint_every_epochs = suffix.empty() ? static_cast<int>(n) : 0;
-    o.checkpoint_every_minutes = suffix == "m" ? n : 0.0;
-  }
   require(o.keep_checkpoints >= 0, "keep-checkpoints", o.keep_checkpoints, "must be >= 0");
   require(o.stall_timeout >= 0, "stall-timeout", o.stall_timeout, "seconds, >= 0 (0 = off)");
-  require(!o.resume || !o.checkpoint_dir.empty(), "resume", "true",
-          "--resume needs --checkpoint-dir (where to look)");
-  require(!(o.resume && !o.resume_from.empty()), "resume-from", o.resume_from,
-          "give --resume or --resume-from, not both");
-  require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",
-          "--eval-only needs --init-weights");
 }
 
 }  // namespace
-
-const std::vector<std::string>& overlap_policy_names() {
-  static const std::vector<std::string> names = {"auto", "on", "off"};
-  return names;
-}
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   EnumText text{optim::to_string(o.optimizer), optim::to_string(o.lr_schedule),
@@ -256,7 +222,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                 kernels::precision_name(o.precision)};
   po::options_description all(
       "nostrum-train: data-parallel training to a target accuracy\n"
-      "usage: [mpirun -n P] nostrum-train --data DIR [options]");
+      "usage: [mpirun -n P] nostrum-train --data DIR [options]\n"
+      "An option that applies only with another (marked 'only with' below) is refused without it;\n"
+      "--nesterov works with both optimizers.");
   all.add(data_options(o)).add(model_options(o, text)).add(optimisation_options(o, text));
   all.add(evaluation_options(o)).add(parallelism_options(o, text)).add(run_options(o));
   po::variables_map vm;
@@ -279,6 +247,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
     o.options_text = line + "\n" + o.options_text;
     po::notify(vm);
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) o.given.insert(name);
   } catch (const po::error& e) {
     throw OptionError(e.what(), "command line or config", "run nostrum-train --help");
   }

@@ -21,6 +21,7 @@
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/optim/sgd.hpp"
+#include "resolve.hpp"
 #include "result.hpp"
 #include "setup.hpp"
 #include "train_step.hpp"
@@ -28,6 +29,7 @@
 
 using namespace nostrum;
 using train::Run;
+using train::RunConfig;
 using train::TrainOptions;
 
 namespace {
@@ -67,7 +69,7 @@ const std::string& dataset() {
   return dir;
 }
 
-TrainOptions small_run() {
+RunConfig small_run() {
   TrainOptions o;
   o.data_dir = dataset();
   o.model = "resnet8";
@@ -79,7 +81,7 @@ TrainOptions small_run() {
   o.lr = 0.05;
   o.quiet = true;
   o.seed = 3;
-  return o;
+  return train::resolve(o);
 }
 
 std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, const float* data,
@@ -94,18 +96,18 @@ std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, co
 
 TEST_CASE("train_step equals the engine-level loop written out by hand", "[train]") {
   mpi::Communicator world;
-  const TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   // The same step by hand: a second model, loader and SGD built from the same options.
   std::unique_ptr<Run> twin = train::setup_run(o, world);
   model::Model& net = *twin->model;
   optim::SgdOptions sgd_options;
-  sgd_options.momentum = static_cast<float>(o.momentum);
-  sgd_options.weight_decay = static_cast<float>(o.weight_decay);
-  sgd_options.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;
+  sgd_options.momentum = static_cast<float>(o.optimizer.momentum);
+  sgd_options.weight_decay = static_cast<float>(o.optimizer.weight_decay);
+  sgd_options.exempt_bias_and_norm_from_decay = o.optimizer.exempt_bias_and_norm;
   optim::Sgd sgd(net.parameters(), sgd_options);
-  const optim::LrSchedule schedule(
-      train::schedule_options(o, run->plan.steps_per_epoch, run->plan.base_lr));
+  const optim::LrSchedule schedule(train::schedule_options(
+      o.schedule, o.training.epochs, run->plan.steps_per_epoch, run->plan.base_lr));
   const float scale = 1.0f / static_cast<float>(kBatch * world.size());
 
   run->train_loader->start_epoch(0);
@@ -115,7 +117,8 @@ TEST_CASE("train_step equals the engine-level loop written out by hand", "[train
     io::Batch batch;
     REQUIRE(twin->train_loader->next(batch));
     net.forward(batch.images, static_cast<int>(batch.count), true);
-    const double loss = net.loss(batch.labels, static_cast<float>(o.label_smoothing), scale);
+    const double loss =
+        net.loss(batch.labels, static_cast<float>(o.training.label_smoothing), scale);
     net.backward();
     world.allreduce_sum(net.gradient_data(), net.parameter_count());
     sgd.step(static_cast<float>(schedule.lr(step)));
@@ -141,7 +144,7 @@ TEST_CASE("train_step equals the engine-level loop written out by hand", "[train
 
 TEST_CASE("the run's counters and time split add up", "[train]") {
   mpi::Communicator world;
-  TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   const int64_t steps_per_epoch = run->plan.steps_per_epoch;
   REQUIRE(steps_per_epoch == 240 / (kBatch * world.size()));
@@ -172,7 +175,7 @@ TEST_CASE("the run's counters and time split add up", "[train]") {
 
 TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
   mpi::Communicator world;
-  const TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   train::train_epoch(*run, {});  // each rank's BN running statistics from its own batches
   model::Model& net = *run->model;
