@@ -1,7 +1,7 @@
 // RunConfig: what a run was asked to do, one typed configuration per part (data, model, training
 // budget, optimizer, schedule, evaluation, checkpointing, parallelism, logging). resolve
-// (resolve.hpp) builds it once from the parsed options on every rank; everything else in src/train reads
-// these and never the options. Every value is final: defaults applied, combinations checked.
+// (resolve.hpp) builds it once from the parsed options on every rank; everything else in src/train
+// reads these and never the options. Every value is final: defaults applied, combinations checked.
 #pragma once
 
 #include <cstdint>
@@ -93,7 +93,7 @@ struct ParallelConfig {
   double bucket_mb = 25.0;
   OverlapPolicy overlap = OverlapPolicy::kAuto;
   bool sync_bn = false;
-  int sync_bn_group = 0;  // ranks per sync-BN group; 0 = all
+  int sync_bn_group = 0;         // ranks per sync-BN group; 0 = all
   double stall_timeout = 600.0;  // seconds; 0 = no stall watchdog
 };
 

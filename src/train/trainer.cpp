@@ -10,6 +10,7 @@
 
 #include "checkpointing.hpp"
 #include "evaluate.hpp"
+#include "exit_status.hpp"
 #include "io/weights_file.hpp"
 #include "mpi/weight_sync.hpp"
 #include "setup.hpp"
@@ -89,30 +90,29 @@ double resume_if_asked(Run& run, MlperfObserver& mlperf, ProgressPrinter& progre
     mlperf.start_log();
     return 0.0;
   }
-  NOSTRUM_CHECK(resume.state.seed == run.config.training.seed, OptionError,
-                "the checkpoint's run used --seed " + std::to_string(resume.state.seed), "--seed",
+  const SavedRun saved = saved_run(resume.state, resume.path);
+  NOSTRUM_CHECK(saved.state.seed == run.config.training.seed, OptionError,
+                "the checkpoint's run used --seed " + std::to_string(saved.state.seed), "--seed",
                 "resume with the same seed (sampling and augmentation follow it)");
   restore_checkpoint(run, resume.state, resume.path);
-  const auto bytes = resume.state.counters.find("mllog_bytes");
-  mlperf.continue_log(bytes == resume.state.counters.end() ? 0 : bytes->second);
+  mlperf.continue_log(saved.mark.mllog_bytes);
   const RunState& s = run.state;
   progress.say("resumed from " + resume.path + ": epoch " + std::to_string(s.epoch) + " step " +
                std::to_string(s.step_in_epoch) + " (run step " + std::to_string(s.steps_taken) +
-               "), " + std::to_string(resume.state.seconds_spent) +
-               " s of time-to-solution so far, " + std::to_string(resume.state.ranks) +
+               "), " + std::to_string(saved.mark.seconds_spent) +
+               " s of time-to-solution so far, " + std::to_string(saved.mark.ranks) +
                " rank(s) then, " + std::to_string(run.world.size()) + " now");
-  return resume.state.seconds_spent;
+  return saved.mark.seconds_spent;
 }
 
 // --stall-timeout over more than one rank: the heartbeat watchdog (mpi/stall_watchdog.hpp).
 void start_stall_watchdog(Run& run) {
   const double timeout = run.config.parallel.stall_timeout;
   if (timeout <= 0 || run.world.size() == 1) return;
-  int thread_level = 0;
-  MPI_Query_thread(&thread_level);
   mpi::StallWatchdogOptions w;
   w.timeout_seconds = timeout;
-  run.watchdog = std::make_unique<mpi::StallWatchdog>(run.world, thread_level, w);
+  run.watchdog =
+      std::make_unique<mpi::StallWatchdog>(run.world, mpi::Communicator::thread_level(), w);
   run.notes.push_back(run.watchdog->enabled()
                           ? "stall watchdog: a rank stalled for " +
                                 std::to_string(std::lround(timeout)) + " s aborts the job"
@@ -132,8 +132,9 @@ class Checkpointer {
 
   // Collective. epoch_closed: saved as the next epoch at step 0 (see capture_checkpoint).
   void save(const char* why, bool epoch_closed) {
-    const io::CheckpointState state = capture_checkpoint(run_, monotonic_seconds() - run_start_s_,
-                                                         mlperf_.log_bytes(), epoch_closed);
+    const CheckpointMark mark{run_.world.size(), monotonic_seconds() - run_start_s_,
+                              mlperf_.log_bytes()};
+    const io::CheckpointState state = capture_checkpoint(run_, mark, epoch_closed);
     std::string path;
     {
       mpi::StallWatchdog::Wait wait(run_.watchdog.get());  // the others wait while rank 0 writes

@@ -45,8 +45,7 @@ const std::string& temp_root() {
 
 // A small synthetic dataset of the given image kind (made once per kind).
 std::string dataset(io::ImageKind kind) {
-  const std::string path =
-      temp_root() + (kind == io::ImageKind::raw ? "/raw" : "/jpeg");
+  const std::string path = temp_root() + (kind == io::ImageKind::raw ? "/raw" : "/jpeg");
   if (std::filesystem::exists(path + "/manifest.txt")) return path;
   shards::SyntheticOptions s;
   s.train = 48;
@@ -66,8 +65,8 @@ std::string dataset(io::ImageKind kind) {
 // nostrum-train's parse of `args` after --data <dataset> and the options of a small, quiet run.
 TrainOptions parse(std::initializer_list<std::string> args,
                    io::ImageKind kind = io::ImageKind::raw) {
-  std::vector<std::string> words = {"nostrum-train", "--data",    dataset(kind), "--quiet",
-                                    "--batch-size",  "8",         "--threads",   "1",
+  std::vector<std::string> words = {"nostrum-train",    "--data", dataset(kind), "--quiet",
+                                    "--batch-size",     "8",      "--threads",   "1",
                                     "--loader-threads", "1"};
   words.insert(words.end(), args);
   std::vector<char*> argv;
@@ -130,8 +129,9 @@ TEST_CASE("--checkpoint-every without --checkpoint-dir is refused", "[resolve]")
 
 TEST_CASE("--keep-checkpoints without --checkpoint-dir is refused", "[resolve]") {
   check_refused(parse({"--keep-checkpoints", "5"}), "--keep-checkpoints", "--checkpoint-dir");
-  CHECK(train::resolve(parse({"--keep-checkpoints", "5", "--checkpoint-dir", "x"})).checkpoint.keep ==
-        5);
+  CHECK(
+      train::resolve(parse({"--keep-checkpoints", "5", "--checkpoint-dir", "x"})).checkpoint.keep ==
+      5);
 }
 
 TEST_CASE("--lars-eta with --optimizer sgd is refused", "[resolve]") {
@@ -152,13 +152,13 @@ TEST_CASE("--poly-power with another --lr-schedule is refused", "[resolve]") {
 TEST_CASE("--pad-crop on JPEG data is refused", "[resolve]") {
   check_refused(parse({"--pad-crop", "4"}, io::ImageKind::jpeg), "--pad-crop", "--data");
   CHECK(train::resolve(parse({}, io::ImageKind::jpeg)).data.pad_crop == 0);  // the default: off
-  CHECK(train::resolve(parse({"--pad-crop", "2"})).data.pad_crop == 2);     // raw images
+  CHECK(train::resolve(parse({"--pad-crop", "2"})).data.pad_crop == 2);      // raw images
 }
 
 TEST_CASE("--resume and --eval-only need their partners", "[resolve]") {
   check_refused(parse({"--resume"}), "--resume", "--checkpoint-dir");
-  check_refused(parse({"--resume", "--checkpoint-dir", "x", "--resume-from", "x/c.h5"}),
-                "--resume", "--resume-from");
+  check_refused(parse({"--resume", "--checkpoint-dir", "x", "--resume-from", "x/c.h5"}), "--resume",
+                "--resume-from");
   check_refused(parse({"--eval-only"}), "--eval-only", "--init-weights");
   CHECK(train::resolve(parse({"--resume", "--checkpoint-dir", "x"})).checkpoint.resuming());
 }
@@ -178,10 +178,10 @@ TEST_CASE("--nesterov reaches LARS", "[resolve]") {
 
 TEST_CASE("the MLPerf division is closed for LARS with either weight-decay flag", "[resolve]") {
   // A LARS recipe inside the closed rules: poly power 2, end LR 0.0001, warm-up > 0, WD 0.0001.
-  const RunConfig lars = train::resolve(
-      parse({"--optimizer", "lars", "--epochs", "2", "--warmup-epochs", "1"}));
-  const RunConfig lars_decay =
-      train::resolve(parse({"--optimizer", "lars", "--epochs", "2", "--warmup-epochs", "1", "--decay-bias-and-norm"}));
+  const RunConfig lars =
+      train::resolve(parse({"--optimizer", "lars", "--epochs", "2", "--warmup-epochs", "1"}));
+  const RunConfig lars_decay = train::resolve(parse(
+      {"--optimizer", "lars", "--epochs", "2", "--warmup-epochs", "1", "--decay-bias-and-norm"}));
   CHECK(lars_decay.optimizer.exempt_bias_and_norm);  // what LARS does
   CHECK(division_of(lars).empty());
   CHECK(division_of(lars_decay).empty());
@@ -194,8 +194,7 @@ TEST_CASE("the MLPerf division is closed for LARS with either weight-decay flag"
 
   // Negative control: SGD does decay BN and bias parameters with the flag, and the log says open.
   const RunConfig sgd_decay = train::resolve(
-      parse({"--optimizer", "sgd", "--epochs", "2", "--lr", "0.1",
-             "--decay-bias-and-norm"}));
+      parse({"--optimizer", "sgd", "--epochs", "2", "--lr", "0.1", "--decay-bias-and-norm"}));
   CHECK_FALSE(sgd_decay.optimizer.exempt_bias_and_norm);
   const std::vector<std::string> violations = division_of(sgd_decay);
   REQUIRE(violations.size() == 1);

@@ -20,6 +20,7 @@
 #include "mpi/communicator.hpp"
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/hash.hpp"
 #include "nostrum/optim/sgd.hpp"
 #include "resolve.hpp"
 #include "result.hpp"
@@ -86,7 +87,7 @@ RunConfig small_run() {
 
 std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, const float* data,
                                               size_t count) {
-  const uint64_t mine = mpi::checksum_bytes(data, count * sizeof(float));
+  const uint64_t mine = hash_bytes(data, count * sizeof(float));
   std::vector<uint64_t> all(world.size());
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world.handle());
   return all;
@@ -208,10 +209,10 @@ TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
 
 TEST_CASE("the result JSON parses and round-trips", "[train]") {
   train::RunResult r;
-  r.status = "success";
+  r.state.status = train::RunStatus::kSuccess;
   r.time_to_solution = 102.25201;
   r.epochs = 4;
-  r.steps = 7500;
+  r.state.steps_taken = 7500;
   r.final_accuracy = 0.9209;
   r.target_accuracy = 0.91;
   r.images_per_second = 2459.05;
@@ -220,23 +221,27 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.ranks = 2;
   r.threads = 1;
   r.global_batch = 32;
-  r.seed = 18446744073709551615ull;
-  r.time = {90.5, 1.25, 3.5, 0.125, 10.0};
-  r.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
+  r.state.seed = 18446744073709551615ull;
+  r.state.time = {90.5, 1.25, 3.5, 0.125, 10.0};
+  r.state.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
   r.weights_checksum = 0xdeadbeef01234567ull;
   r.buffers_checksum = 0x0123456789abcdefull;
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
   CHECK(back.time_to_solution == r.time_to_solution);
-  CHECK(back.seed == r.seed);
-  CHECK(back.evals.size() == 2);
-  CHECK(back.evals[1].accuracy == r.evals[1].accuracy);
-  CHECK(back.time.evaluation == r.time.evaluation);
+  CHECK(back.state.status == train::RunStatus::kSuccess);
+  CHECK(back.state.steps_taken == 7500);
+  CHECK(back.state.seed == r.state.seed);
+  CHECK(back.state.evals.size() == 2);
+  CHECK(back.state.evals[1].accuracy == r.state.evals[1].accuracy);
+  CHECK(back.state.time.evaluation == r.state.time.evaluation);
+  CHECK(back.state.time.hidden_allreduce == r.state.time.hidden_allreduce);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
+  CHECK(text.find("\"steps\": 7500,") != std::string::npos);      // the JSON keys readers use
 
   r.final_accuracy = std::numeric_limits<double>::quiet_NaN();
   const std::string with_nan = train::result_json(r);
@@ -244,4 +249,7 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(with_nan.find("\"final_accuracy\": null") != std::string::npos);
   CHECK_THROWS_AS(train::parse_result_json("{\"status\": \"success\"}"), nostrum::DataError);
   CHECK_THROWS_AS(train::parse_result_json("not json"), nostrum::DataError);
+  std::string unknown_status = text;
+  unknown_status.replace(unknown_status.find("success"), 7, "victory");
+  CHECK_THROWS_AS(train::parse_result_json(unknown_status), nostrum::DataError);
 }

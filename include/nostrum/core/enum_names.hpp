@@ -25,7 +25,8 @@ Enum parse_enum_name(const std::string& value, const std::vector<std::string>& n
                      const std::string& option) {
   const auto found = std::find(names.begin(), names.end(), value);
   if (found == names.end())
-    throw OptionError("invalid value '" + value + "'", option, "valid choices: " + join_names(names));
+    throw OptionError("invalid value '" + value + "'", option,
+                      "valid choices: " + join_names(names));
   return static_cast<Enum>(found - names.begin());
 }
 
