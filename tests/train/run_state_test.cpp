@@ -84,8 +84,9 @@ RunState distinct_state() {
 // Every field of a and b, walked together: names of those that differ.
 std::vector<std::string> differing_fields(const RunState& a, const RunState& b) {
   std::vector<double> values;
-  train::for_each_field(
-      a, [&](const StateField&, const auto& value) { values.push_back(static_cast<double>(value)); });
+  train::for_each_field(a, [&](const StateField&, const auto& value) {
+    values.push_back(static_cast<double>(value));
+  });
   std::vector<std::string> differing;
   size_t i = 0;
   train::for_each_field(b, [&](const StateField& f, const auto& value) {
@@ -101,7 +102,8 @@ TEST_CASE("every field of the run's state comes back from a checkpoint file", "[
   std::unique_ptr<train::Run> run = small_run(world);
   run->state = distinct_state();
   const train::CheckpointMark mark{1, 77.25, 4096};
-  const io::CheckpointState captured = train::capture_checkpoint(*run, mark, /*epoch_closed=*/false);
+  const io::CheckpointState captured =
+      train::capture_checkpoint(*run, mark, /*epoch_closed=*/false);
   const std::string path = io::write_checkpoint(temp_dir(), captured, 0);
   const io::CheckpointState read = io::read_checkpoint(path);
 
@@ -158,8 +160,8 @@ TEST_CASE("every field with a result key comes back from the result JSON", "[run
   });
   CHECK(differing.empty());
   // The keys tools/scaling-study and tools/mlperf read.
-  for (const char* key : {"steps", "seed", "time_split_s.compute", "time_split_s.exposed_allreduce",
-                          "time_split_s.hidden_allreduce", "time_split_s.data_wait",
-                          "time_split_s.evaluation"})
+  for (const char* key :
+       {"steps", "seed", "time_split_s.compute", "time_split_s.exposed_allreduce",
+        "time_split_s.hidden_allreduce", "time_split_s.data_wait", "time_split_s.evaluation"})
     CHECK(std::find(keyed.begin(), keyed.end(), std::string(key)) != keyed.end());
 }
