@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
 #include "mpi/communicator.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/optim/lars.hpp"
 #include "observers.hpp"
 #include "resolve.hpp"
 #include "setup.hpp"
+#include "synthetic_dataset.hpp"
 
 using namespace nostrum;
 using train::RunConfig;
@@ -29,37 +29,12 @@ using train::TrainOptions;
 
 namespace {
 
-const std::string& temp_root() {
-  static const std::string root = [] {
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("nostrum-resolve-test-" + std::to_string(::getpid())))
-                                .string();
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(temp_root(), ec);
-    });
-    return dir;
-  }();
-  return root;
-}
-
 // A small synthetic dataset of the given image kind (made once per kind).
 std::string dataset(io::ImageKind kind) {
-  const std::string path = temp_root() + (kind == io::ImageKind::raw ? "/raw" : "/jpeg");
+  const std::string path =
+      testing::process_temp_dir() + (kind == io::ImageKind::raw ? "/raw" : "/jpeg");
   if (std::filesystem::exists(path + "/manifest.txt")) return path;
-  shards::SyntheticOptions s;
-  s.train = 48;
-  s.val = 12;
-  s.height = s.width = 8;
-  s.channels = 3;
-  s.kind = kind;
-  shards::ConvertOptions c;
-  c.output = path;
-  c.threads = 1;
-  c.overwrite = true;
-  c.quiet = true;
-  shards::convert_synthetic(s, c);
-  return path;
+  return testing::write_synthetic_dataset(path, kind, 48, 12, 8);
 }
 
 // nostrum-train's parse of `args` after --data <dataset> and the options of a small, quiet run.
@@ -98,7 +73,7 @@ std::vector<std::string> division_of(const RunConfig& config) {
 
 // The submission_division line the MLPerf observer writes for this configuration.
 std::string logged_division(RunConfig config) {
-  const std::string path = temp_root() + "/mllog.txt";
+  const std::string path = testing::process_temp_dir() + "/mllog.txt";
   config.logging.mllog = path;
   const mpi::Communicator world;
   std::unique_ptr<train::Run> run = train::setup_run(config, world);

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "checkpointing.hpp"
-#include "convert.hpp"
 #include "mpi/communicator.hpp"
 #include "nostrum/core/error.hpp"
 #include "resolve.hpp"
 #include "result.hpp"
 #include "setup.hpp"
+#include "synthetic_dataset.hpp"
 
 using namespace nostrum;
 using train::RunState;
@@ -27,36 +27,11 @@ using train::StateField;
 
 namespace {
 
-std::string temp_dir() {
-  static const std::string dir = [] {
-    const std::string d = (std::filesystem::temp_directory_path() /
-                           ("nostrum-run-state-test-" + std::to_string(::getpid())))
-                              .string();
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(temp_dir(), ec);
-    });
-    return d;
-  }();
-  return dir;
-}
-
 // A one-rank Run of a tiny synthetic dataset.
 std::unique_ptr<train::Run> small_run(const mpi::Communicator& world) {
-  shards::SyntheticOptions s;
-  s.train = 32;
-  s.val = 8;
-  s.height = s.width = 8;
-  s.channels = 3;
-  s.kind = io::ImageKind::raw;
-  shards::ConvertOptions c;
-  c.output = temp_dir() + "/data";
-  c.threads = 1;
-  c.overwrite = true;
-  c.quiet = true;
-  shards::convert_synthetic(s, c);
   train::TrainOptions o;
-  o.data_dir = c.output;
+  o.data_dir = testing::write_synthetic_dataset(testing::process_temp_dir() + "/data",
+                                                io::ImageKind::raw, 32, 8, 8);
   o.model = "resnet8";
   o.width = 4;
   o.batch_size = 8;
@@ -104,7 +79,7 @@ TEST_CASE("every field of the run's state comes back from a checkpoint file", "[
   const train::CheckpointMark mark{1, 77.25, 4096};
   const io::CheckpointState captured =
       train::capture_checkpoint(*run, mark, /*epoch_closed=*/false);
-  const std::string path = io::write_checkpoint(temp_dir(), captured, 0);
+  const std::string path = io::write_checkpoint(testing::process_temp_dir(), captured, 0);
   const io::CheckpointState read = io::read_checkpoint(path);
 
   const train::SavedRun saved = train::saved_run(read, path);

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
 #include "evaluate.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/weight_sync.hpp"
@@ -25,6 +24,7 @@
 #include "resolve.hpp"
 #include "result.hpp"
 #include "setup.hpp"
+#include "synthetic_dataset.hpp"
 #include "train_step.hpp"
 #include "trainer.hpp"
 
@@ -47,18 +47,7 @@ const std::string& dataset() {
                            .string();
     world.broadcast(path, 0);
     if (world.rank() == 0) {
-      shards::SyntheticOptions s;
-      s.train = 240;
-      s.val = 50;
-      s.height = s.width = 12;
-      s.channels = 3;
-      s.kind = io::ImageKind::raw;
-      shards::ConvertOptions c;
-      c.output = path;
-      c.threads = 1;
-      c.overwrite = true;
-      c.quiet = true;
-      shards::convert_synthetic(s, c);
+      testing::write_synthetic_dataset(path, io::ImageKind::raw, 240, 50, 12);
       std::atexit([] {
         std::error_code ec;
         std::filesystem::remove_all(dataset(), ec);
