@@ -15,16 +15,17 @@ namespace nostrum::testing {
 
 // <tmp>/nostrum-train-test-<pid>, removed when the process exits.
 inline const std::string& process_temp_dir() {
-  static const std::string dir = [] {
-    const std::string d = (std::filesystem::temp_directory_path() /
-                           ("nostrum-train-test-" + std::to_string(::getpid())))
-                              .string();
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(process_temp_dir(), ec);
-    });
-    return d;
+  static const std::string dir = (std::filesystem::temp_directory_path() /
+                                  ("nostrum-train-test-" + std::to_string(::getpid())))
+                                     .string();
+  // Registered after dir is built, so it runs before dir is destroyed.
+  static const bool removed_at_exit = [] {
+    return std::atexit([] {
+             std::error_code ec;
+             std::filesystem::remove_all(dir, ec);
+           }) == 0;
   }();
+  (void)removed_at_exit;
   return dir;
 }
 

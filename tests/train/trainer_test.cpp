@@ -38,21 +38,13 @@ namespace {
 constexpr int kBatch = 6;  // per rank; the validation split (50) is not a multiple of 6 x ranks
 
 // A synthetic raw 12x12x3 dataset of 10 classes (240 train, 50 val), made once by rank 0 in a
-// directory every rank sees; removed at exit.
+// directory every rank sees; removed when rank 0 exits.
 const std::string& dataset() {
   static const std::string dir = [] {
     mpi::Communicator world;
-    std::string path = (std::filesystem::temp_directory_path() /
-                        ("nostrum-trainer-test-" + std::to_string(::getpid())))
-                           .string();
+    std::string path = world.rank() == 0 ? testing::process_temp_dir() + "/data" : "";
     world.broadcast(path, 0);
-    if (world.rank() == 0) {
-      testing::write_synthetic_dataset(path, io::ImageKind::raw, 240, 50, 12);
-      std::atexit([] {
-        std::error_code ec;
-        std::filesystem::remove_all(dataset(), ec);
-      });
-    }
+    if (world.rank() == 0) testing::write_synthetic_dataset(path, io::ImageKind::raw, 240, 50, 12);
     world.barrier();
     return path;
   }();
