@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """nostrum-train's bad input: clear errors naming the option, the file or the tensor, non-zero exit,
-for unknown and invalid options, a missing dataset, and weights whose classes do not match the data."""
+for unknown and invalid options, options another option makes ignored, a missing dataset, and
+weights whose classes do not match the data."""
 import os
 import subprocess
 import tempfile
@@ -32,6 +33,16 @@ def main():
     p = run_plain(["--data", "/nonexistent", "--batch-size", "0"])
     check(p.returncode != 0 and "--batch-size" in p.stderr, "non-positive batch size is rejected")
 
+    # An option that another makes ignored is refused, naming both (src/train/resolve.cpp).
+    for args, option, other in [(["--sync-bn-group", "2"], "--sync-bn-group", "--sync-bn"),
+                                (["--keep-checkpoints", "5"], "--keep-checkpoints", "--checkpoint-dir"),
+                                (["--lars-eta", "0.002"], "--lars-eta", "--optimizer"),
+                                (["--lr-schedule", "cosine", "--poly-power", "3"], "--poly-power",
+                                 "--lr-schedule")]:
+        p = run_plain(["--data", "/nonexistent"] + args)
+        check(p.returncode == 1 and option in p.stderr and other in p.stderr,
+              f"{option} where {other} ignores it is refused naming both")
+
     p = run_plain(["--model", "resnet8"])
     check(p.returncode != 0 and "data" in p.stderr, "missing --data is reported")
 
@@ -47,6 +58,8 @@ def main():
     p = run_plain(["--help"])
     check(p.returncode == 0 and "Optimisation" in p.stdout and "Parallelism" in p.stdout,
           "--help is grouped by topic")
+    check("only with --sync-bn" in p.stdout and "only with --checkpoint-dir" in p.stdout,
+          "--help marks the options refused without another")
 
     # Weights of a 1000-class model cannot start a 10-class run: the error names the tensor.
     data = fmnist_subset(4000, 1000)
