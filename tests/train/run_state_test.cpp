@@ -140,3 +140,14 @@ TEST_CASE("every field with a result key comes back from the result JSON", "[run
         "time_split_s.hidden_allreduce", "time_split_s.data_wait", "time_split_s.evaluation"})
     CHECK(std::find(keyed.begin(), keyed.end(), std::string(key)) != keyed.end());
 }
+
+TEST_CASE("the field tables name every field once", "[run-state]") {
+  // A name used twice would make one field overwrite the other in the checkpoint.
+  std::vector<std::string> names;
+  RunState s;
+  train::CheckpointMark m;
+  train::for_each_field(s, [&](const StateField& f, const auto&) { names.push_back(f.name); });
+  train::for_each_mark_field(m, [&](const StateField& f, const auto&) { names.push_back(f.name); });
+  std::sort(names.begin(), names.end());
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+}
