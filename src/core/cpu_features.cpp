@@ -52,10 +52,10 @@ CpuFeatures detect_cpu_features() {
 }
 
 std::string CpuFeatures::describe() const {
-  std::string s = vendor + " family " + std::to_string(family) + " model " +
-                  std::to_string(model) + " (" + microarchitecture + "): avx2=" + yes_no(avx2) +
-                  " fma=" + yes_no(fma) + " avx512=" + yes_no(avx512()) +
-                  " avx512_bf16=" + yes_no(avx512_bf16) + " amx_bf16=" + yes_no(amx_bf16);
+  std::string s = vendor + " family " + std::to_string(family) + " model " + std::to_string(model) +
+                  " (" + microarchitecture + "): avx2=" + yes_no(avx2) + " fma=" + yes_no(fma) +
+                  " avx512=" + yes_no(avx512()) + " avx512_bf16=" + yes_no(avx512_bf16) +
+                  " amx_bf16=" + yes_no(amx_bf16);
   if (amx_bf16) s += std::string(" amx_tile_data=") + (amx_permitted ? "granted" : "refused");
   return s;
 }
