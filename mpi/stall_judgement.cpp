@@ -29,8 +29,8 @@ std::string why_missing(const WatchedRank& r, int64_t wait_step, const StallLimi
 
 bool stall_detected(const WatchView& view, const StallLimits& limits) {
   const bool watches_all = view.self.rank == 0;
-  bool stalled =
-      view.self.waited_ms > (watches_all ? limits.timeout_ms : limits.timeout_ms + limits.silent_ms);
+  bool stalled = view.self.waited_ms >
+                 (watches_all ? limits.timeout_ms : limits.timeout_ms + limits.silent_ms);
   for (const WatchedRank& p : view.peers)
     stalled = stalled || p.silent_ms > limits.timeout_ms ||
               (watches_all && p.waited_ms > limits.timeout_ms);

@@ -12,9 +12,9 @@ namespace nostrum::mpi {
 // One rank as the watching rank sees it now.
 struct WatchedRank {
   int rank = 0;
-  int64_t step = 0;         // the step it was last seen at
-  int64_t waited_ms = -1;   // how long it has waited in a collective until now; -1: not waiting
-  int64_t silent_ms = 0;    // since its last heartbeat (0 for the watching rank itself)
+  int64_t step = 0;        // the step it was last seen at
+  int64_t waited_ms = -1;  // how long it has waited in a collective until now; -1: not waiting
+  int64_t silent_ms = 0;   // since its last heartbeat (0 for the watching rank itself)
 };
 
 struct StallLimits {
@@ -41,9 +41,9 @@ struct MissingRank {
 };
 
 struct StallVerdict {
-  int64_t wait_step = -1;             // the step the waiting ranks have reached; -1: none waits
-  std::vector<MissingRank> missing;   // the ranks that did not arrive, self first
-  std::vector<int> waiting;           // the ranks waiting in the collective, self first
+  int64_t wait_step = -1;            // the step the waiting ranks have reached; -1: none waits
+  std::vector<MissingRank> missing;  // the ranks that did not arrive, self first
+  std::vector<int> waiting;          // the ranks waiting in the collective, self first
 };
 
 StallVerdict judge_stall(const WatchView& view, const StallLimits& limits);
