@@ -54,6 +54,10 @@ StallVerdict judge_stall(const WatchView& view, const StallLimits& limits) {
   return verdict;
 }
 
+bool watcher_paused(int64_t previous_poll_ms, int64_t now_ms, const StallLimits& limits) {
+  return now_ms - previous_poll_ms > limits.silent_ms;
+}
+
 std::string stall_message(const StallVerdict& verdict, int watcher, double timeout_seconds,
                           int exit_status) {
   std::ostringstream message;

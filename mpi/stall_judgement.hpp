@@ -48,6 +48,13 @@ struct StallVerdict {
 
 StallVerdict judge_stall(const WatchView& view, const StallLimits& limits);
 
+// Whether the watcher itself did not run between two polls for longer than limits.silent_ms
+// (stopped and continued, or descheduled): it saw nothing in that gap, so its peers' silence over
+// it is not theirs. Such a watcher judges again after limits.silent_ms more (time for the peers'
+// queued heartbeats to arrive); without the rule a rank 0 continued after a SIGSTOP named the
+// healthy ranks silent.
+bool watcher_paused(int64_t previous_poll_ms, int64_t now_ms, const StallLimits& limits);
+
 // The abort message of the rank `watcher` (timeout in seconds as the user gave it).
 std::string stall_message(const StallVerdict& verdict, int watcher, double timeout_seconds,
                           int exit_status);

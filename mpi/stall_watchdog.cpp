@@ -171,16 +171,22 @@ void StallWatchdog::loop() {
       std::max<int64_t>(1, static_cast<int64_t>(options_.heartbeat_seconds * 1000));
   limits.silent_ms = std::min<int64_t>(limits.timeout_ms, std::max<int64_t>(5000, 5 * beat_ms));
   const int64_t poll_ms = std::min<int64_t>(200, beat_ms);
-  int64_t next_beat = start;
+  int64_t next_beat = start, previous_poll = start, judge_from = start;
   bool fired = false;
   while (!stop_.load()) {
     const int64_t now = now_ms();
+    if (watcher_paused(previous_poll, now,
+                       limits)) {  // it did not listen: the peers were not silent
+      judge_from = now + limits.silent_ms;
+      for (Peer& p : peers) p.last_seen_ms = now;
+    }
+    previous_poll = now;
     if (now >= next_beat) {
       send_beats(peers, comm_, step_.load(std::memory_order_relaxed), waited_ms(now), false);
       next_beat = now + beat_ms;
     }
     take_beats(peers, comm_, now);
-    if (!fired) {
+    if (!fired && now >= judge_from) {
       const WatchView view =
           watch_view(rank_, step_.load(std::memory_order_relaxed), waited_ms(now), peers, now);
       if (stall_detected(view, limits)) {

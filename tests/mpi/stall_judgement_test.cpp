@@ -9,6 +9,7 @@ using nostrum::mpi::stall_detected;
 using nostrum::mpi::stall_message;
 using nostrum::mpi::StallLimits;
 using nostrum::mpi::WatchedRank;
+using nostrum::mpi::watcher_paused;
 using nostrum::mpi::WatchView;
 
 namespace {
@@ -95,4 +96,11 @@ TEST_CASE("stall message names the missing ranks, the waiting ones and the exit 
         "  waiting in the collective: rank(s) 1, 0\n"
         "  (this rank watches rank 0 only; rank 0 watches all ranks)\n"
         "  aborting the job with status 4");
+}
+
+TEST_CASE("stall judgement: a watcher that did not run past the silence limit was paused",
+          "[stall]") {
+  CHECK_FALSE(watcher_paused(1000, 1200, limits()));
+  CHECK_FALSE(watcher_paused(1000, 6000, limits()));
+  CHECK(watcher_paused(1000, 6001, limits()));
 }
