@@ -62,7 +62,8 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
 
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
 // bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
-// region it uses the pool; inside one, the calling thread. Requires bf16_available().
+// region it uses the pool; inside one, the calling thread. A's rounded words go to a per-thread
+// buffer, grown when a call needs more and reused after. Requires bf16_available().
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc);
 
