@@ -52,8 +52,8 @@ int block_first_epoch(const TrainOptions& options, int epoch) {
 }  // namespace
 
 bool eval_due(const TrainOptions& o, int epoch) {
-  return (epoch > o.eval_offset && (epoch - o.eval_offset) % o.eval_every == 0) ||
-         epoch == o.epochs;
+  const int since_first = epoch - 1 - o.eval_offset;  // epochs after the first evaluated one
+  return (since_first >= 0 && since_first % o.eval_every == 0) || epoch == o.epochs;
 }
 
 std::vector<std::string> closed_division_violations(const Run& run) {

@@ -40,8 +40,9 @@ class RunObserver {
   virtual void on_run_end(const Run&) {}  // state.status is final
 };
 
-// Whether an evaluation follows epoch `epoch`: after epochs offset + every, offset + 2 every, ...,
-// and always after the last of the budget.
+// Whether an evaluation follows epoch `epoch` (1-based): after epochs offset + 1, offset + 1 +
+// every, ... (offset -1, the default: every, 2 every, ...), and always after the last of the
+// budget.
 bool eval_due(const TrainOptions& options, int epoch);
 
 // The rules of MLPerf's closed division that the run's recipe breaks, one readable line each
