@@ -34,9 +34,9 @@ std::vector<int> evaluated_epochs(const nostrum::train::TrainOptions& o) {
 
 TEST_CASE("the ResNet-50 recipe evaluates after NVIDIA's epochs 3, 7, ..., 35 and the last",
           "[eval-schedule]") {
-  const auto o = parse({"--config", nostrum::testing::source_dir() +
-                                        "/jobs/resnet50_imagenet_mlperf.ini",
-                        "--data", "unused"});
+  const auto o =
+      parse({"--config", nostrum::testing::source_dir() + "/jobs/resnet50_imagenet_mlperf.ini",
+             "--data", "unused"});
   CHECK(o.eval_every == 4);
   CHECK(o.eval_offset == 2);
   CHECK(evaluated_epochs(o) == std::vector<int>{3, 7, 11, 15, 19, 23, 27, 31, 35, 37});
