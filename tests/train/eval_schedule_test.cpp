@@ -42,14 +42,14 @@ TEST_CASE("the ResNet-50 recipe evaluates after NVIDIA's epochs 3, 7, ..., 35 an
   CHECK(evaluated_epochs(o) == std::vector<int>{3, 7, 11, 15, 19, 23, 27, 31, 35, 37});
 }
 
-TEST_CASE("without --eval-offset evaluations follow epochs N, 2N, ... and the last",
+TEST_CASE("without eval-offset evaluations follow epochs N, 2N, ... and the last",
           "[eval-schedule]") {
   CHECK(evaluated_epochs(parse({"--data", "d", "--epochs", "10", "--eval-every", "4"})) ==
         std::vector<int>{4, 8, 10});
   CHECK(evaluated_epochs(parse({"--data", "d", "--epochs", "3"})) == std::vector<int>{1, 2, 3});
 }
 
-TEST_CASE("--eval-offset K puts the first evaluation after epoch K + 1", "[eval-schedule]") {
+TEST_CASE("eval-offset K puts the first evaluation after epoch K + 1", "[eval-schedule]") {
   CHECK(evaluated_epochs(parse({"--data", "d", "--epochs", "12", "--eval-every", "4",
                                 "--eval-offset", "0"})) == std::vector<int>{1, 5, 9, 12});
   CHECK(evaluated_epochs(parse({"--data", "d", "--epochs", "12", "--eval-every", "3",
