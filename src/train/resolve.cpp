@@ -92,17 +92,6 @@ ScheduleConfig resolve_schedule(const TrainOptions& o) {
   return s;
 }
 
-EvaluationConfig resolve_evaluation(const TrainOptions& o) {
-  NOSTRUM_CHECK(!o.eval_only || !o.init_weights.empty(), OptionError,
-                "--eval-only needs --init-weights (the weights to evaluate)", "--eval-only");
-  EvaluationConfig e;
-  e.every = o.eval_every;
-  e.offset = o.eval_offset;
-  e.last_epoch = o.epochs;
-  e.only = o.eval_only;
-  return e;
-}
-
 // "N" epochs or "Nm" minutes.
 void parse_checkpoint_every(const std::string& every, CheckpointConfig& c) {
   char* end = nullptr;
@@ -161,6 +150,17 @@ LoggingConfig resolve_logging(const TrainOptions& o) {
 }
 
 }  // namespace
+
+EvaluationConfig resolve_evaluation(const TrainOptions& o) {
+  NOSTRUM_CHECK(!o.eval_only || !o.init_weights.empty(), OptionError,
+                "--eval-only needs --init-weights (the weights to evaluate)", "--eval-only");
+  EvaluationConfig e;
+  e.every = o.eval_every;
+  e.offset = o.eval_offset;
+  e.last_epoch = o.epochs;
+  e.only = o.eval_only;
+  return e;
+}
 
 const std::vector<std::string>& overlap_policy_names() {
   static const std::vector<std::string> names = {"auto", "on", "off"};

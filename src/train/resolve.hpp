@@ -19,4 +19,7 @@ namespace nostrum::train {
 // DataError for a missing or malformed manifest.
 RunConfig resolve(const TrainOptions& options);
 
+// The evaluation part alone (no manifest needed): --eval-every, --eval-offset, the budget.
+EvaluationConfig resolve_evaluation(const TrainOptions& options);
+
 }  // namespace nostrum::train

@@ -67,13 +67,15 @@ struct ScheduleConfig {
 
 struct EvaluationConfig {
   int every = 1;
-  int offset = 0;
+  int offset = -1;     // MLPerf MXNet's EVAL_OFFSET; -1: after every, 2 every, ...
   int last_epoch = 5;  // the budget's last epoch: always evaluated
   bool only = false;   // --eval-only: evaluate the init weights, no training
   // Whether an evaluation follows epoch `epoch`, the rule the trainer steers by (the MLPerf log's
-  // blocks follow it): after epochs offset + every, offset + 2 every, ..., and after last_epoch.
+  // blocks follow it): after epochs offset + 1, offset + 1 + every, ... (1-based; NVIDIA's MXNet
+  // fit.py evaluates after the 0-based epoch e with e % period == offset), and after last_epoch.
   bool due_after(int epoch) const {
-    return (epoch > offset && (epoch - offset) % every == 0) || epoch == last_epoch;
+    const int since_first = epoch - 1 - offset;  // epochs after the first evaluated one
+    return (since_first >= 0 && since_first % every == 0) || epoch == last_epoch;
   }
 };
 

@@ -115,7 +115,8 @@ po::options_description evaluation_options(TrainOptions& o) {
   eval.add_options()
     ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "evaluate every N epochs")
     ("eval-offset", po::value(&o.eval_offset)->default_value(o.eval_offset),
-     "first evaluation after epoch eval-offset + eval-every")
+     "evaluate after epochs K+1, K+1+N, K+1+2N, ... for --eval-offset K and --eval-every N (the "
+     "MLPerf MXNet configs' EVAL_OFFSET, epochs counted from 0); -1: after epochs N, 2N, ...")
     ("eval-only", po::bool_switch(&o.eval_only), "evaluate --init-weights and exit");
   // clang-format on
   return eval;
@@ -203,7 +204,7 @@ void validate(TrainOptions& o, const EnumText& text) {
   require(o.label_smoothing >= 0 && o.label_smoothing < 1, "label-smoothing", o.label_smoothing,
           "must be in [0, 1)");
   require(o.eval_every > 0, "eval-every", o.eval_every, "must be positive");
-  require(o.eval_offset >= 0, "eval-offset", o.eval_offset, "must be >= 0");
+  require(o.eval_offset >= -1, "eval-offset", o.eval_offset, "must be >= -1");
   require(o.threads >= 0, "threads", o.threads, "must be >= 0");
   require(o.loader_threads > 0, "loader-threads", o.loader_threads, "must be positive");
   require(o.bucket_mb > 0, "bucket-mb", o.bucket_mb, "must be positive");

@@ -48,7 +48,9 @@ struct TrainOptions {
   double lars_eta = 0.001;
   // evaluation
   int eval_every = 1;
-  int eval_offset = 0;
+  // Evaluations after epochs eval_offset + 1, + eval_every, ... (MLPerf MXNet's EVAL_OFFSET, epochs
+  // counted from 0); -1: after epochs eval_every, 2 eval_every, ...
+  int eval_offset = -1;
   bool eval_only = false;
   // parallelism
   int threads = 0;  // OpenMP threads per rank; 0 = cores available to the rank

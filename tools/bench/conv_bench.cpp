@@ -16,6 +16,7 @@
 
 #include "model_convs.hpp"
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
@@ -184,7 +185,7 @@ double bf16_dot_ceiling(int repeats) {
 // GFLOP/s of the same register probe with fp32 FMAs (half the flops per instruction): on a CPU
 // where vdpbf16ps issues at half FMA's rate the two read the same. 0 without AVX-512.
 double fp32_fma_ceiling(int repeats) {
-  if (!nostrum::kernels::bf16_features().avx512) return 0.0;
+  if (!nostrum::cpu_features().avx512()) return 0.0;
   const int64_t iterations = 20000000;
   int threads = 1;
   const double s = best_seconds(repeats, [&] {
@@ -270,7 +271,7 @@ int main(int argc, char** argv) try {
       "%s\n",
       omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
       fma_dot, nostrum::kernels::precision_name(opt.precision),
-      nostrum::kernels::bf16_features().describe().c_str());
+      nostrum::cpu_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
               "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%",
               "bwd-w%");
