@@ -21,12 +21,33 @@ constexpr double kAvx512FmaFlops = 24.0 * 16 * 2;
 constexpr double kAvx2FmaFlops = 24.0 * 8 * 2;
 constexpr double kBf16DotFlops = 24.0 * 16 * 4;
 
-template <class Probe>
-double best_gflops(Probe probe, double flops_per_iteration) {
-  double best_seconds = 1e30;
-  for (int r = 0; r < kProbeRepeats; ++r)
-    best_seconds = std::min(best_seconds, probe(kProbeIterations));
-  return flops_per_iteration * double(kProbeIterations) / best_seconds * 1e-9;
+}  // namespace
+
+const char* fp32_fma_probe_isa() {
+  if (bf16_features().avx512) return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  return "none";
+}
+
+double fp32_fma_probe_gflops(int64_t iterations) {
+  const std::string isa = fp32_fma_probe_isa();
+  if (isa == "avx512")
+    return kAvx512FmaFlops * double(iterations) / fp32_fma_probe_seconds(iterations) * 1e-9;
+  if (isa == "avx2")
+    return kAvx2FmaFlops * double(iterations) / avx2::fma_probe_seconds(iterations) * 1e-9;
+  return 0;
+}
+
+double bf16_dot_probe_gflops(int64_t iterations) {
+  return kBf16DotFlops * double(iterations) / bf16_dot_probe_seconds(iterations) * 1e-9;
+}
+
+namespace {
+
+double best_of_repeats(double (*probe)(int64_t)) {
+  double best = 0;
+  for (int r = 0; r < kProbeRepeats; ++r) best = std::max(best, probe(kProbeIterations));
+  return best;
 }
 
 }  // namespace
@@ -34,17 +55,10 @@ double best_gflops(Probe probe, double flops_per_iteration) {
 CeilingProbes measure_ceiling_probes() {
   CeilingProbes p;
   const Bf16Features& f = bf16_features();
-  if (f.avx512) {
-    p.fp32_isa = "avx512";
-    p.fp32_gflops = best_gflops(fp32_fma_probe_seconds, kAvx512FmaFlops);
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    p.fp32_isa = "avx2";
-    p.fp32_gflops = best_gflops(avx2::fma_probe_seconds, kAvx2FmaFlops);
-  } else {
-    p.fp32_isa = "none (no FMA probe below AVX2)";
-  }
+  p.fp32_isa = fp32_fma_probe_isa();
+  p.fp32_gflops = best_of_repeats(fp32_fma_probe_gflops);
   if (f.avx512_bf16)
-    p.bf16_gflops = best_gflops(bf16_dot_probe_seconds, kBf16DotFlops);
+    p.bf16_gflops = best_of_repeats(bf16_dot_probe_gflops);
   else
     p.bf16_missing = f.avx512 ? "AVX512_BF16" : "AVX512F/AVX512BW";
   return p;

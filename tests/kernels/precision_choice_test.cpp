@@ -25,17 +25,18 @@ bool cpuinfo_has(const std::string& flag) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
   return false;
 }
 
 }  // namespace
 
 TEST_CASE("precision auto takes bf16 only at 1.3x the fp32 probe or more") {
-  CHECK(choose_precision(probes(100, 235)).precision == Precision::kBf16);   // Zen 4: 2.0x
-  CHECK(choose_precision(probes(159.8, 80.8)).precision == Precision::kFp32); // Intel: 0.5x
-  CHECK(choose_precision(probes(100, 130)).precision == Precision::kBf16);   // at the threshold
-  CHECK(choose_precision(probes(100, 129.9)).precision == Precision::kFp32); // just below
+  CHECK(choose_precision(probes(100, 235)).precision == Precision::kBf16);     // Zen 4: 2.0x
+  CHECK(choose_precision(probes(159.8, 80.8)).precision == Precision::kFp32);  // Intel: 0.5x
+  CHECK(choose_precision(probes(100, 130)).precision == Precision::kBf16);     // at the threshold
+  CHECK(choose_precision(probes(100, 129.9)).precision == Precision::kFp32);   // just below
   CHECK(choose_precision(probes(100, 150), 1.6).precision == Precision::kFp32);
 }
 
