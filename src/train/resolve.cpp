@@ -43,6 +43,7 @@ ModelSetup resolve_model(const TrainOptions& o, const io::Manifest& manifest) {
   m.config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
   m.config.zero_init_residual = o.zero_init_residual;
   m.config.precision = o.precision;
+  m.precision_auto = o.precision_auto;
   m.init_weights = o.init_weights;
   m.save_weights = o.save_weights;
   return m;

@@ -82,6 +82,7 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.target_accuracy = run.config.training.target_accuracy;
   r.images_per_second = s.train_seconds > 0 ? s.images_trained / s.train_seconds : 0.0;
   r.model = run.config.model.config.name;
+  r.precision = kernels::precision_name(run.config.model.config.precision);
   r.optimizer = optim::to_string(run.config.optimizer.kind);
   r.ranks = run.plan.ranks;
   r.threads = run.plan.threads;
@@ -101,6 +102,7 @@ std::string result_json(const RunResult& r) {
       {"images_per_second", number(r.images_per_second)},
       {"model", r.model},
       {"optimizer", r.optimizer},
+      {"precision", r.precision},
       {"ranks", r.ranks},
       {"threads_per_rank", r.threads},
       {"global_batch", r.global_batch},
@@ -140,6 +142,8 @@ RunResult parse_result_json(const std::string& text) {
   r.images_per_second = field<double>(j, "images_per_second");
   r.model = field<std::string>(j, "model");
   r.optimizer = field<std::string>(j, "optimizer");
+  // Result files written before the key existed have none: read as "" (unrecorded).
+  r.precision = j.contains("precision") ? field<std::string>(j, "precision") : std::string();
   r.ranks = field<int>(j, "ranks");
   r.threads = field<int>(j, "threads_per_rank");
   r.global_batch = field<int64_t>(j, "global_batch");

@@ -23,6 +23,7 @@ struct RunResult {
   double target_accuracy = 0.0;
   double images_per_second = 0.0;  // training images (all ranks) per second of training loop
   std::string model, optimizer;
+  std::string precision;  // "fp32" | "bf16", as run (--precision auto: as chosen); "" if unrecorded
   int ranks = 1, threads = 1;
   int64_t global_batch = 0;
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank

@@ -30,9 +30,10 @@ struct DataConfig {
 };
 
 struct ModelSetup {
-  model::ModelConfig config;  // name, classes and channels of the dataset, width, init, precision
-  std::string init_weights;   // HDF5 weights file to start from (empty: the seed's init)
-  std::string save_weights;   // where the final weights go (empty: nowhere)
+  model::ModelConfig config;    // name, classes and channels of the dataset, width, init, precision
+  std::string init_weights;     // HDF5 weights file to start from (empty: the seed's init)
+  std::string save_weights;     // where the final weights go (empty: nowhere)
+  bool precision_auto = false;  // config.precision to be chosen by rank 0's probes (setup_run)
 };
 
 // The budget and the goal.

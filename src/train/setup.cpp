@@ -13,6 +13,7 @@
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/optim/lars.hpp"
 #include "nostrum/optim/sgd.hpp"
 
@@ -190,14 +191,33 @@ optim::ScheduleOptions schedule_options(const ScheduleConfig& o, int epochs,
   return s;
 }
 
-std::unique_ptr<Run> setup_run(const RunConfig& config, const mpi::Communicator& world) {
-  auto run = std::make_unique<Run>(config, world);
-  run->state.seed = config.training.seed;
-  run->notes = config.notes;
+namespace {
+
+// --precision auto: rank 0 runs the register probes and every rank takes its choice, so the job
+// computes in one precision.
+RunConfig with_precision_chosen(RunConfig config, const mpi::Communicator& world) {
+  if (!config.model.precision_auto) return config;
+  std::string name, note;
+  if (world.rank() == 0)
+    name = kernels::precision_name(kernels::precision_from_option("auto", "--precision", &note));
+  world.broadcast(name, 0);
+  world.broadcast(note, 0);
+  config.model.config.precision = kernels::parse_precision(name);
+  config.model.precision_auto = false;
+  config.notes.push_back("nostrum-train: " + note + "; rank 0's probes decide for every rank");
+  return config;
+}
+
+}  // namespace
+
+std::unique_ptr<Run> setup_run(const RunConfig& resolved, const mpi::Communicator& world) {
+  auto run = std::make_unique<Run>(with_precision_chosen(resolved, world), world);
+  run->state.seed = run->config.training.seed;
+  run->notes = run->config.notes;
   bind_threads(*run);
   open_data(*run);
   build_model(*run);
-  if (config.evaluation.only) return run;
+  if (run->config.evaluation.only) return run;
   build_optimizer(*run);
   build_allreducer(*run);
   return run;

@@ -12,6 +12,7 @@
 
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/model/architecture.hpp"
 
 namespace po = boost::program_options;
@@ -70,7 +71,8 @@ po::options_description model_options(TrainOptions& o, EnumText& text) {
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
     ("precision", po::value(&text.precision)->default_value(text.precision),
-     "fp32 | bf16: bf16 operands, fp32 sums in the convs and classifier (needs AVX512_BF16)")
+     "fp32 | bf16 | auto: bf16 operands, fp32 sums in the convs and classifier (needs "
+     "AVX512_BF16); auto: bf16 where rank 0's bf16 register probe is >= 1.3x its fp32 one")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
   // clang-format on
   return model;
@@ -186,7 +188,9 @@ void validate(TrainOptions& o, const EnumText& text) {
   o.optimizer = optim::parse_optimizer_kind(text.optimizer);
   o.overlap = parse_enum_name<OverlapPolicy>(text.overlap, overlap_policy_names(), "--overlap");
   if (text.no_overlap) o.overlap = OverlapPolicy::kOff;
-  o.precision = kernels::parse_precision(text.precision);
+  o.precision_auto = text.precision == "auto";
+  if (!o.precision_auto)
+    o.precision = kernels::precision_from_option(text.precision, "--precision", nullptr);
   o.lr_schedule = optim::parse_schedule_kind(text.lr_schedule);
   require_choice("submission-status", o.submission_status,
                  {"onprem", "cloud", "preview", "research"});

@@ -28,6 +28,7 @@ struct TrainOptions {
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
   kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
+  bool precision_auto = false;  // --precision auto: chosen by the probes at set-up (setup.cpp)
   // optimisation
   int batch_size = 128;   // per rank
   int epochs = 5;         // budget: the run stops (aborted) after this many

@@ -199,6 +199,7 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.images_per_second = 2459.05;
   r.model = "resnet8";
   r.optimizer = "sgd";
+  r.precision = "bf16";
   r.ranks = 2;
   r.threads = 1;
   r.global_batch = 32;
@@ -220,6 +221,7 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.state.time.hidden_allreduce == r.state.time.hidden_allreduce);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
+  CHECK(back.precision == "bf16");
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
   CHECK(text.find("\"steps\": 7500,") != std::string::npos);      // the JSON keys readers use
