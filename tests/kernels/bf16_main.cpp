@@ -1,5 +1,5 @@
 // Catch2 main of the bf16 tests: on a CPU without AVX512_BF16 the tests tagged [any-cpu] (scalar
-// rounding, CPU feature detection, option parsing: they need no bf16 instruction) still run, and
+// rounding, conversion, option parsing: they need no bf16 instruction) still run, and
 // every other test reports itself skipped (exit code 77, CTest SKIP_RETURN_CODE), never passed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/kernels/bf16.hpp"
 
 namespace {
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
     else
       needs_bf16 = true;
   }
-  const std::string why = nostrum::kernels::bf16_features().describe();
+  const std::string why = nostrum::cpu_features().describe();
   if (!needs_bf16) return session.run();
   if (!any_cpu.empty()) {
     Catch::ConfigData only_any_cpu = data;

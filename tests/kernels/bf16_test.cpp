@@ -1,13 +1,11 @@
 // bf16 conversion (round to nearest even against an independent float64 rule, NaN, inf,
-// denormals; the AVX-512 loop bit-identical to the scalar one), CPU feature detection against
-// /proc/cpuinfo, and the mixed-precision GEMM against float64 references on odd shapes, all four
-// transpose cases, alpha/beta. Row-major matrices throughout.
+// denormals; the AVX-512 loop bit-identical to the scalar one), and the mixed-precision GEMM
+// against float64 references on odd shapes, all four transpose cases, alpha/beta (CPU feature
+// detection: tests/core/cpu_features_test.cpp). Row-major matrices throughout.
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -91,31 +89,6 @@ TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every 
       if (dst[size_t(i)] != fp32_to_bf16(src[size_t(i) + 5])) FAIL("element " << i);
     for (size_t i = size_t(count); i < dst.size(); ++i) REQUIRE(dst[i] == 0xabcd);  // no overrun
   }
-}
-
-TEST_CASE("bf16 features agree with /proc/cpuinfo", "[bf16][any-cpu]") {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  if (!cpuinfo) return;  // not Linux: nothing to compare (the binary is Linux-only in practice)
-  std::string line, flags;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0) {
-      flags = line + " ";
-      break;
-    }
-  auto has = [&](const char* f) {
-    return flags.find(std::string(" ") + f + " ") != std::string::npos;
-  };
-  REQUIRE(!flags.empty());
-  const auto& f = nostrum::kernels::bf16_features();
-  // NOSTRUM_CPU_NO_BF16=1 (the skip and error tests) hides AVX512_BF16 and AMX, not AVX-512.
-  const char* hidden = std::getenv("NOSTRUM_CPU_NO_BF16");
-  const bool bf16_hidden = hidden != nullptr && *hidden != '\0' && std::string(hidden) != "0";
-  INFO(f.describe() << " / " << flags << (bf16_hidden ? " / NOSTRUM_CPU_NO_BF16 set" : ""));
-  CHECK(f.avx512 == (has("avx512f") && has("avx512bw")));
-  CHECK(f.avx512_bf16 == (has("avx512_bf16") && has("avx512f") && has("avx512bw") && !bf16_hidden));
-  CHECK(f.amx_bf16 == (has("amx_bf16") && has("amx_tile") && !bf16_hidden));
-  CHECK(nostrum::kernels::bf16_available() == f.avx512_bf16);
-  if (!f.amx_bf16) CHECK_FALSE(f.amx_permitted);
 }
 
 TEST_CASE("parse_precision takes fp32 and bf16 only", "[bf16][any-cpu]") {
