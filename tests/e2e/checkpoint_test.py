@@ -173,7 +173,7 @@ def case_resume_bitwise(data, tmp):
     stops = sorted(glob.glob(os.path.join(ck, "checkpoint-*.h5")))
     check(len(stops) == 3, "three checkpoints: epoch 1's, epoch 2's and the signal's (%s)" % stops)
     with h5py.File(stops[-1], "r") as f:
-        spent = float(f["run"].attrs["seconds_spent"])
+        spent = float(f["run"]["reals"].attrs["seconds_spent"])  # /run/reals/seconds_spent
         evals_before = f["run"]["evals"].shape[0]  # (epoch, accuracy, at_s) rows
 
     rc, out = run(2, args + ["--resume"])
