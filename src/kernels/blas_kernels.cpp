@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/kernels/gemm.hpp"
 
 namespace nostrum::kernels {
@@ -24,12 +25,9 @@ bool is_generic_core(const std::string& name) {
 }
 
 const char* best_supported_core() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512cd"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512cd) return "SkylakeX";
+  if (f.avx2 && f.fma) return "Haswell";
   return nullptr;
 }
 
@@ -53,13 +51,19 @@ void restore_affinity_of_all_places() {
   if (CPU_COUNT(&set) > 0) sched_setaffinity(0, sizeof set, &set);
 }
 
+bool set_and_not_zero(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::strcmp(value, "0") != 0;
+}
+
 }  // namespace
 
 void select_blas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's (or site's) choice
-  const char* keep = std::getenv("NOSTRUM_KEEP_BLAS_KERNELS");
-  if (keep != nullptr && std::strcmp(keep, "0") != 0) return;
-  if (!is_generic_core(blas_core_name())) return;
+  if (set_and_not_zero("NOSTRUM_KEEP_BLAS_KERNELS")) return;
+  // Tests set NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 to take the re-exec path on CPUs OpenBLAS knows.
+  if (!set_and_not_zero("NOSTRUM_TEST_FORCE_BLAS_REEXEC") && !is_generic_core(blas_core_name()))
+    return;
   const char* core = best_supported_core();
   if (core == nullptr) return;
   setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/1);

@@ -65,7 +65,7 @@ def check_link_bandwidth(work, info):
     one exchange of the whole buffer, each rank sending and receiving 25 MB at once, so the bus
     bandwidth 2 (p-1)/p n / t is the link's rate. (Rabenseifner's two half-size rounds and Open MPI's
     default choice for 2 ranks took 1.05-1.65 s here, against 1.08 s for this one, 2026-12-01.)"""
-    bench = os.path.join(build_dir(), "mpi", "nostrum-allreduce-bench")
+    bench = os.path.join(build_dir(), "tools", "bench", "nostrum-allreduce-bench")
     params = 6_250_000
     site = os.path.join(ROOT, "slurm", "sites", "local.env")
     cmd = (f". {site}; mpirun -n 2 --map-by ppr:1:node --bind-to none $NOSTRUM_MPIRUN_ARGS "
