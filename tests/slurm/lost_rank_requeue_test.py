@@ -38,17 +38,26 @@ def attempts(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def finished(work, name, job, run_dir):
+    """Waits for the job; its Slurm state and exit code, its log, job.json and attempts."""
+    wait([job], 150)
+    state, code = slurm_exit(job)
+    log = read(os.path.join(work, f"{name}-{job}.out"))
+    print(log[-2500:])
+    listed = attempts(run_dir)
+    print("\n".join(json.dumps(a) for a in listed))
+    return state, code, log, read_json(os.path.join(run_dir, "job.json")), listed
+
+
+def hostnames(node_list):
+    return subprocess.run(["scontrol", "show", "hostnames", node_list], capture_output=True, text=True).stdout.split()
+
+
 def check_requeued_and_resumed(work):
     job = submit_job(work, "lost")
     run_dir = os.path.join(work, "runs", f"lost-{job}")
     kill_rank1(job, 0, run_dir)
-    wait([job], 150)
-    state, code = slurm_exit(job)
-    log = read(os.path.join(work, f"lost-{job}.out"))
-    print(log[-2500:])
-    status = read_json(os.path.join(run_dir, "job.json"))
-    listed = attempts(run_dir)
-    print("\n".join(json.dumps(a) for a in listed))
+    state, code, log, status, listed = finished(work, "lost", job, run_dir)
     check("lost a rank on node2 (exit 137" in log and "requeueing job" in log, "the lost rank requeued the job")
     check(state == "COMPLETED" and code == 0 and status["status"] == "completed" and status["restart_count"] == 1,
           f"the requeued job reached the target ({state}, exit {code}, {status['status']})")
@@ -57,8 +66,7 @@ def check_requeued_and_resumed(work):
           "attempts.jsonl lists both attempts: rank lost on node2, then completed")
     check(listed[1]["resumed_from"].startswith(os.path.join(run_dir, "checkpoints", "checkpoint-")),
           f"the second attempt resumed from the first one's checkpoint ({listed[1]['resumed_from']})")
-    check("node2" not in subprocess.run(["scontrol", "show", "hostnames", listed[1]["node_list"]],
-                                        capture_output=True, text=True).stdout.split(),
+    check("node2" not in hostnames(listed[1]["node_list"]),
           f"the second attempt ran without node2 ({listed[1]['node_list']})")
     checker = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "mlperf", "check_log.py"),
                               os.path.join(run_dir, "mllog.txt"), "--accuracy-target", "0.3"],
@@ -72,18 +80,12 @@ def check_third_loss_stops(work):
     run_dir = os.path.join(work, "runs", f"lost3-{job}")
     for attempt in range(3):
         kill_rank1(job, attempt, run_dir)
-    wait([job], 150)
-    state, code = slurm_exit(job)
-    log = read(os.path.join(work, f"lost3-{job}.out"))
-    print(log[-2000:])
-    status = read_json(os.path.join(run_dir, "job.json"))
-    listed = attempts(run_dir)
+    state, code, log, status, listed = finished(work, "lost3", job, run_dir)
     lost = [a["node_lost"] for a in listed]
     check([a["status"] for a in listed] == ["rank_lost"] * 3 and lost[0] == "node2" and len(set(lost)) == 3,
           f"three attempts, each losing the rank on a new node: {[(a['status'], a['node_lost']) for a in listed]}")
     for k in (1, 2):
-        ran_on = subprocess.run(["scontrol", "show", "hostnames", listed[k]["node_list"]],
-                                capture_output=True, text=True).stdout.split()
+        ran_on = hostnames(listed[k]["node_list"])
         check(not set(lost[:k]) & set(ran_on), f"attempt {k + 1} ran without the nodes lost before ({ran_on}, lost {lost[:k]})")
     check("lost a rank 3 times in a row (exit 137; NOSTRUM_MAX_RESTARTS=2): not requeued" in log,
           "the third loss in a row says why it is not requeued")
