@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "nostrum/core/error.hpp"
+#include "setup.hpp"
 
 namespace nostrum::train {
 
@@ -56,6 +57,12 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.seed = s.seed;
   r.time = s.time;
   r.evals = s.evals;
+  r.parameters = static_cast<int64_t>(run.model->parameter_count());
+  for (const mpi::Bucket& b : gradient_bucket_plan(run.options, run.model->parameter_count()))
+    r.bucket_floats.push_back(static_cast<int64_t>(b.count));
+  r.bucket_mb = run.options.bucket_mb;
+  r.batch_size = run.options.batch_size;
+  r.activation_bytes = static_cast<int64_t>(run.model->activation_bytes());
   r.weights_checksum = weights_checksum;
   r.buffers_checksum = buffers_checksum;
   return r;
@@ -88,6 +95,10 @@ std::string result_json(const RunResult& r) {
         {"data_wait", number(r.time.data_wait)},
         {"evaluation", number(r.time.evaluation)}}},
       {"evals", evals},
+      {"parameters", r.parameters},
+      {"batch_size", r.batch_size},
+      {"activation_bytes", r.activation_bytes},
+      {"gradient_buckets", {{"bucket_mb", r.bucket_mb}, {"floats", r.bucket_floats}}},
       {"weights_checksum", hex(r.weights_checksum)},
       {"buffers_checksum", hex(r.buffers_checksum)},
   };
@@ -124,6 +135,12 @@ RunResult parse_result_json(const std::string& text) {
   for (const Json& e : field<Json>(j, "evals"))
     r.evals.push_back(
         {field<int>(e, "epoch"), field<double>(e, "accuracy"), field<double>(e, "at_s")});
+  r.parameters = field<int64_t>(j, "parameters");
+  r.batch_size = field<int64_t>(j, "batch_size");
+  r.activation_bytes = field<int64_t>(j, "activation_bytes");
+  const Json buckets = field<Json>(j, "gradient_buckets");
+  r.bucket_mb = field<double>(buckets, "bucket_mb");
+  r.bucket_floats = field<std::vector<int64_t>>(buckets, "floats");
   r.weights_checksum = std::stoull(field<std::string>(j, "weights_checksum"), nullptr, 16);
   r.buffers_checksum = std::stoull(field<std::string>(j, "buffers_checksum"), nullptr, 16);
   return r;

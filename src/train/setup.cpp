@@ -20,6 +20,9 @@ namespace nostrum::train {
 
 namespace {
 
+constexpr double kFirstBucketMb =
+    1.0;  // the first bucket (the arena's tail) starts the allreduce early
+
 // OpenMP threads from --threads (0: the cores this rank is bound to) and the binding table.
 void bind_threads(Run& run) {
   const mpi::RankBinding binding = mpi::local_binding(run.world.rank());
@@ -150,10 +153,8 @@ void build_allreducer(Run& run) {
   if (run.plan.ranks == 1) return;
   const TrainOptions& o = run.options;
   model::Model& net = *run.model;
-  constexpr double kFirstBucketMb = 1.0;
   const bool spare_core = run.plan.rank_cores > run.plan.threads;
-  const size_t buckets =
-      mpi::plan_buckets(net.parameter_count(), o.bucket_mb, kFirstBucketMb).size();
+  const size_t buckets = gradient_bucket_plan(o, net.parameter_count()).size();
   const bool overlap = o.overlap == OverlapPolicy::kOn ||
                        (o.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
   run.allreducer = std::make_unique<mpi::GradientAllreducer>(
@@ -176,6 +177,10 @@ void build_allreducer(Run& run) {
 }
 
 }  // namespace
+
+std::vector<mpi::Bucket> gradient_bucket_plan(const TrainOptions& options, size_t parameter_count) {
+  return mpi::plan_buckets(parameter_count, options.bucket_mb, kFirstBucketMb);
+}
 
 double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {
   const double per_256 = optimizer == optim::OptimizerKind::kLars ? 0.4 : 0.1;

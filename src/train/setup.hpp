@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "mpi/bucket_plan.hpp"
 #include "mpi/communicator.hpp"
 #include "run.hpp"
 #include "train_options.hpp"
@@ -12,6 +14,10 @@
 namespace nostrum::train {
 
 std::unique_ptr<Run> setup_run(const TrainOptions& options, const mpi::Communicator& world);
+
+// The gradient buckets the allreducer reduces, in reduction order (--bucket-mb, the first 1 MB),
+// for any rank count: result.json records them for tools/scaling-study's model.
+std::vector<mpi::Bucket> gradient_bucket_plan(const TrainOptions& options, size_t parameter_count);
 
 // Base LR when --lr is 0: linear scaling from a per-256-images rate (0.1 SGD, 0.4 LARS), rounded
 // to MLPerf's 0.001 grid.

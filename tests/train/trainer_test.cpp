@@ -222,6 +222,11 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
   r.weights_checksum = 0xdeadbeef01234567ull;
   r.buffers_checksum = 0x0123456789abcdefull;
+  r.parameters = 77754;
+  r.batch_size = 16;
+  r.activation_bytes = 123456789;
+  r.bucket_mb = 0.25;
+  r.bucket_floats = {250000, 62500, 15254};
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
@@ -232,6 +237,8 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.time.evaluation == r.time.evaluation);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
+  CHECK(back.bucket_floats == r.bucket_floats);
+  CHECK(back.activation_bytes == r.activation_bytes);
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
 
@@ -241,4 +248,29 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(with_nan.find("\"final_accuracy\": null") != std::string::npos);
   CHECK_THROWS_AS(train::parse_result_json("{\"status\": \"success\"}"), nostrum::DataError);
   CHECK_THROWS_AS(train::parse_result_json("not json"), nostrum::DataError);
+}
+
+TEST_CASE("the result records the gradient buckets the allreducer reduces", "[train]") {
+  mpi::Communicator world;
+  TrainOptions o = small_run();
+  o.model = "resnet20";  // width 32: about 1.1 M parameters, so 1 MB buckets make several
+  o.width = 32;
+  o.bucket_mb = 1.0;
+  std::unique_ptr<Run> run = train::setup_run(o, world);
+  const train::RunResult r = train::make_result(*run, 0.0, 0, 0);
+  int64_t sum = 0;
+  for (int64_t floats : r.bucket_floats) sum += floats;
+  CHECK(sum == static_cast<int64_t>(run->model->parameter_count()));
+  CHECK(r.parameters == sum);
+  CHECK(r.bucket_floats.size() > 2);
+  CHECK(r.bucket_floats[0] == 250000);  // the first bucket: 1 MB of the arena's tail
+  CHECK(r.bucket_floats[1] == 250000);  // then --bucket-mb
+  CHECK(r.activation_bytes == static_cast<int64_t>(run->model->activation_bytes()));
+  CHECK(r.activation_bytes > 0);
+  CHECK(r.batch_size == kBatch);
+  if (run->allreducer) {  // > 1 rank: exactly the allreducer's buckets, in its order
+    REQUIRE(run->allreducer->buckets().size() == r.bucket_floats.size());
+    for (size_t k = 0; k < r.bucket_floats.size(); ++k)
+      CHECK(static_cast<int64_t>(run->allreducer->buckets()[k].count) == r.bucket_floats[k]);
+  }
 }
