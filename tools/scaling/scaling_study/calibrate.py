@@ -1,0 +1,113 @@
+"""scaling-study calibrate: a network profile of the cluster at hand. nostrum-allreduce-bench times
+one allreduce of each bucket size on N nodes (1 rank each), once under Open MPI's own choice and
+once per forced algorithm (coll_tuned_allreduce_algorithm: 4 ring, 6 Rabenseifner); a least-squares
+line t = a + b n per algorithm gives its latency and bandwidth through the model's cost formula."""
+import math
+import os
+import re
+import shlex
+import subprocess
+import time
+
+from .common import ScalingError, find_binary, read_text, write_json
+from .model import allreduce_seconds
+from .study import cluster_identity
+
+SIZES_MB = (0.25, 1.0, 4.0, 16.0)
+FORCED = {"ring": 4, "rabenseifner": 6}  # Open MPI's coll_tuned allreduce algorithm numbers
+
+
+def bench_script(bench, nodes, steps, launcher):
+    """A bash script that runs the benchmark per algorithm and size, each block marked."""
+    place = "--oversubscribe" if launcher == "local" else "--map-by ppr:1:node"
+    lines = ["set -e"]
+    for name, number in [("default", None)] + list(FORCED.items()):
+        env = "" if number is None else (f"OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
+                                         f"OMPI_MCA_coll_tuned_allreduce_algorithm={number} ")
+        for mb in SIZES_MB:
+            params = int(mb * 1e6 / 4)
+            lines.append(f"echo '=== {name} {mb}'")
+            lines.append(f"{env}mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params {params} "
+                         f"--layers 1 --backward-ms 0 --steps {steps} --bucket-mb {mb} --first-bucket-mb {mb}")
+    return "\n".join(lines)
+
+
+def parse(text):
+    """{algorithm: [(bytes, seconds), ...]} from the marked benchmark output."""
+    out, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"=== (\S+) (\S+)", line)
+        if m:
+            current = (m.group(1), float(m.group(2)))
+            continue
+        m = re.match(r"synchronous\s+\S+\s+\S+\s+(\S+)", line)
+        if m and current:
+            out.setdefault(current[0], []).append((current[1] * 1e6, float(m.group(1)) * 1e-3))
+            current = None
+    return out
+
+
+def fit(points, p, algorithm):
+    """(latency s, bandwidth B/s) of algorithm from (bytes, seconds) points: t = a + b n, then the
+    cost formula's coefficients of alpha and of n / beta at p ranks."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    intercept = my - slope * mx
+    if slope <= 0:
+        raise ScalingError(f"calibration of {algorithm}: the times do not grow with the size ({points})")
+    per_alpha = allreduce_seconds(0, p, 1.0, math.inf, algorithm)
+    per_byte = allreduce_seconds(1, p, 0.0, 1.0, algorithm)
+    return max(intercept, 1e-7) / per_alpha, per_byte / slope
+
+
+def run_bench(args, script):
+    if args.local:
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+        return out.returncode, out.stdout + out.stderr
+    log = os.path.abspath(args.out + ".bench.out")
+    site = f". {shlex.quote(os.path.abspath(args.site))}; " if args.site else ""
+    out = subprocess.run(["sbatch", "--wait", "-N", str(args.nodes), "--ntasks-per-node=1", "-o", log,
+                          "--wrap", site + script], capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    if os.path.exists(log):
+        text += read_text(log)
+        os.remove(log)
+    return out.returncode, text
+
+
+def calibrate(args):
+    bench = args.bench or find_binary("nostrum-allreduce-bench", "mpi")
+    if not bench:
+        raise ScalingError("nostrum-allreduce-bench not found (--bench PATH)")
+    launcher = "local" if args.local else "sbatch"
+    script = bench_script(bench, args.nodes, args.steps, launcher)
+    code, text = run_bench(args, script)
+    measured = parse(text)
+    if code != 0 or set(measured) != {"default", *FORCED} or any(len(v) != len(SIZES_MB) for v in measured.values()):
+        print(text)
+        raise ScalingError("the allreduce benchmark failed (its output is above)")
+    figures = {}
+    for name, points in measured.items():
+        alg = name if name != "default" else "rabenseifner"
+        alpha, beta = fit(points, args.nodes, alg)
+        figures[name] = {"latency_us": round(alpha * 1e6, 2), "bandwidth_GBps": round(beta / 1e9, 4)}
+    # which forced algorithm Open MPI's own choice behaves like, at the largest size
+    largest = {k: v[-1][1] for k, v in measured.items()}
+    chosen = min(FORCED, key=lambda k: abs(largest[k] - largest["default"]))
+    profile = {"name": args.name, "where": cluster_identity(launcher, args.link),
+               "source": f"calibrated with nostrum-allreduce-bench on {args.nodes} nodes, "
+                         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+               "algorithm": chosen, "latency_us": figures[chosen]["latency_us"],
+               "bandwidth_GBps": figures[chosen]["bandwidth_GBps"],
+               "intra_node_bandwidth_GBps": figures[chosen]["bandwidth_GBps"],
+               "algorithms": {k: figures[k] for k in FORCED},
+               "calibration": {"nodes": args.nodes, "bucket_mb": list(SIZES_MB),
+                               "allreduce_ms": {k: [round(1e3 * t, 3) for _, t in v] for k, v in measured.items()},
+                               "open_mpi_default": figures["default"], "script": script}}
+    write_json(args.out, profile)
+    print(f"calibrate: {args.out}: Open MPI's choice behaves like {chosen}; "
+          + "; ".join(f"{k}: {v['latency_us']} us, {v['bandwidth_GBps']} GB/s" for k, v in figures.items()))
+    return 0
