@@ -63,6 +63,8 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.bucket_mb = run.options.bucket_mb;
   r.batch_size = run.options.batch_size;
   r.activation_bytes = static_cast<int64_t>(run.model->activation_bytes());
+  r.rank_cores = run.plan.rank_cores;
+  r.overlap = overlaps_allreduce(run.options, run.plan, r.bucket_floats.size());
   r.weights_checksum = weights_checksum;
   r.buffers_checksum = buffers_checksum;
   return r;
@@ -98,6 +100,8 @@ std::string result_json(const RunResult& r) {
       {"parameters", r.parameters},
       {"batch_size", r.batch_size},
       {"activation_bytes", r.activation_bytes},
+      {"rank_cores", r.rank_cores},
+      {"overlap", r.overlap},
       {"gradient_buckets", {{"bucket_mb", r.bucket_mb}, {"floats", r.bucket_floats}}},
       {"weights_checksum", hex(r.weights_checksum)},
       {"buffers_checksum", hex(r.buffers_checksum)},
@@ -138,6 +142,8 @@ RunResult parse_result_json(const std::string& text) {
   r.parameters = field<int64_t>(j, "parameters");
   r.batch_size = field<int64_t>(j, "batch_size");
   r.activation_bytes = field<int64_t>(j, "activation_bytes");
+  r.rank_cores = field<int>(j, "rank_cores");
+  r.overlap = field<bool>(j, "overlap");
   const Json buckets = field<Json>(j, "gradient_buckets");
   r.bucket_mb = field<double>(buckets, "bucket_mb");
   r.bucket_floats = field<std::vector<int64_t>>(buckets, "floats");

@@ -26,13 +26,16 @@ struct RunResult {
   TimeSplit time;
   std::vector<EvalPoint> evals;
   // What tools/scaling-study's model needs of the step: the gradient buckets in reduction order
-  // (floats each; the same plan for any rank count), the bucket size asked for, and the model's
-  // activation + gradient + scratch arena bytes at this rank's batch.
+  // (floats each; the same plan for any rank count), the bucket size asked for, the model's
+  // activation + gradient + scratch arena bytes at this rank's batch, the rank's cores and whether
+  // its allreduce overlaps backward.
   std::vector<int64_t> bucket_floats;
   double bucket_mb = 0.0;
   int64_t parameters = 0;
   int64_t batch_size = 0;  // per rank
   int64_t activation_bytes = 0;
+  int rank_cores = 1;    // cores each rank may run on
+  bool overlap = false;  // the allreduce overlaps backward (or would, with more than one rank)
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
   uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
 };

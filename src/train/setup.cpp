@@ -153,10 +153,8 @@ void build_allreducer(Run& run) {
   if (run.plan.ranks == 1) return;
   const TrainOptions& o = run.options;
   model::Model& net = *run.model;
-  const bool spare_core = run.plan.rank_cores > run.plan.threads;
-  const size_t buckets = gradient_bucket_plan(o, net.parameter_count()).size();
-  const bool overlap = o.overlap == OverlapPolicy::kOn ||
-                       (o.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
+  const bool overlap =
+      overlaps_allreduce(o, run.plan, gradient_bucket_plan(o, net.parameter_count()).size());
   run.allreducer = std::make_unique<mpi::GradientAllreducer>(
       run.world, net.gradient_data(), net.parameter_count(), o.bucket_mb, kFirstBucketMb,
       overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
@@ -180,6 +178,12 @@ void build_allreducer(Run& run) {
 
 std::vector<mpi::Bucket> gradient_bucket_plan(const TrainOptions& options, size_t parameter_count) {
   return mpi::plan_buckets(parameter_count, options.bucket_mb, kFirstBucketMb);
+}
+
+bool overlaps_allreduce(const TrainOptions& options, const RunPlan& plan, size_t buckets) {
+  const bool spare_core = plan.rank_cores > plan.threads;
+  return options.overlap == OverlapPolicy::kOn ||
+         (options.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
 }
 
 double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {

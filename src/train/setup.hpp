@@ -18,6 +18,9 @@ std::unique_ptr<Run> setup_run(const TrainOptions& options, const mpi::Communica
 // The gradient buckets the allreducer reduces, in reduction order (--bucket-mb, the first 1 MB),
 // for any rank count: result.json records them for tools/scaling-study's model.
 std::vector<mpi::Bucket> gradient_bucket_plan(const TrainOptions& options, size_t parameter_count);
+// Whether the allreduce overlaps backward on a communication thread (--overlap; auto: when the rank
+// has a core beyond its OpenMP threads, or more than one bucket), with more than one rank.
+bool overlaps_allreduce(const TrainOptions& options, const RunPlan& plan, size_t buckets);
 
 // Base LR when --lr is 0: linear scaling from a per-256-images rate (0.1 SGD, 0.4 LARS), rounded
 // to MLPerf's 0.001 grid.

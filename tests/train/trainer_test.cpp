@@ -227,6 +227,8 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.activation_bytes = 123456789;
   r.bucket_mb = 0.25;
   r.bucket_floats = {250000, 62500, 15254};
+  r.rank_cores = 2;
+  r.overlap = true;
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
@@ -239,6 +241,8 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.buffers_checksum == r.buffers_checksum);
   CHECK(back.bucket_floats == r.bucket_floats);
   CHECK(back.activation_bytes == r.activation_bytes);
+  CHECK(back.rank_cores == 2);
+  CHECK(back.overlap);
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
 
@@ -268,7 +272,10 @@ TEST_CASE("the result records the gradient buckets the allreducer reduces", "[tr
   CHECK(r.activation_bytes == static_cast<int64_t>(run->model->activation_bytes()));
   CHECK(r.activation_bytes > 0);
   CHECK(r.batch_size == kBatch);
+  CHECK(r.overlap);  // auto: more than one bucket
+  CHECK(r.rank_cores == run->plan.rank_cores);
   if (run->allreducer) {  // > 1 rank: exactly the allreducer's buckets, in its order
+    CHECK(r.overlap == (run->allreducer->mode() == mpi::OverlapMode::kOverlap));
     REQUIRE(run->allreducer->buckets().size() == r.bucket_floats.size());
     for (size_t k = 0; k < r.bucket_floats.size(); ++k)
       CHECK(static_cast<int64_t>(run->allreducer->buckets()[k].count) == r.bucket_floats[k]);
