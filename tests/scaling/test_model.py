@@ -14,16 +14,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from scaling_study.calibrate import fit, parse  # noqa: E402
 from scaling_study.common import ScalingError  # noqa: E402
-from scaling_study.model import allreduce_seconds, exposed_seconds, link, predict_step  # noqa: E402
+from scaling_study.model import allreduce_seconds, link, overlapped_backward, predict_step  # noqa: E402
 from scaling_study.node import NodeCompute  # noqa: E402
 from scaling_study.project import project, time_to_solution  # noqa: E402
 from scaling_study.rcp import epochs_at, load_rcp  # noqa: E402
 from scaling_study.trace import trace_profile  # noqa: E402
 
 
-def node(batches, share=1.0, floats=(250,), ready=(1.0,), ranks=1, act=0.0, params=0, eval_s=0.0):
+def node(batches, share=1.0, floats=(250,), ready=(1.0,), ranks=1, act=0.0, params=0, eval_s=0.0, overlap=True,
+         rank_cores=2):
     shape = {"backward_share": share, "ready_fractions": list(ready), "bucket_floats": list(floats),
-             "parameters": params, "activation_bytes_per_image": act, "eval_s_per_image": eval_s, "model": "test"}
+             "parameters": params, "activation_bytes_per_image": act, "eval_s_per_image": eval_s, "model": "test",
+             "overlap": overlap, "rank_cores": rank_cores}
     table = {b: {"compute_s": c, "data_wait_s": d, "source": "test"} for b, (c, d) in batches.items()}
     return NodeCompute(ranks, 1, table, shape, {})
 
@@ -76,17 +78,39 @@ class Link(unittest.TestCase):
         self.assertEqual((beta, alg), (8e9, "ring"))
 
 
-class Exposed(unittest.TestCase):
+class Overlap(unittest.TestCase):
     def test_buckets_in_order_each_after_its_ready_time(self):
         # backward 1 s; bucket 0 ready at 0.5 s takes 0.3 s (ends 0.8), bucket 1 ready at 1.0 takes 0.2
-        self.assertAlmostEqual(exposed_seconds(1.0, [0.5, 1.0], [0.3, 0.2], lambda n: n), 0.2)
+        wall, end = overlapped_backward(1.0, [0.5, 1.0], [0.3, 0.2])
+        self.assertAlmostEqual(wall, 1.0)
+        self.assertAlmostEqual(end, 1.2)
 
     def test_a_slow_bucket_delays_the_next(self):
         # bucket 0: 0.5 + 0.6 = 1.1; bucket 1 starts at 1.1 (after backward's 1.0): ends 1.3
-        self.assertAlmostEqual(exposed_seconds(1.0, [0.5, 1.0], [0.6, 0.2], lambda n: n), 0.3)
+        self.assertAlmostEqual(overlapped_backward(1.0, [0.5, 1.0], [0.6, 0.2])[1], 1.3)
 
     def test_hidden_entirely(self):
-        self.assertEqual(exposed_seconds(1.0, [0.1, 0.2], [0.1, 0.1], lambda n: n), 0.0)
+        self.assertAlmostEqual(overlapped_backward(1.0, [0.1, 0.2], [0.1, 0.1])[1], 0.3)
+
+    def test_backward_slows_while_a_bucket_is_in_flight_on_its_core(self):
+        # half speed from 0.5 s to 0.7 s (bucket 0): 0.1 s of work lost, backward ends at 1.1;
+        # bucket 1 (ready at the end) 1.1-1.3
+        wall, end = overlapped_backward(1.0, [0.5, 1.0], [0.2, 0.2], 0.5)
+        self.assertAlmostEqual(wall, 1.1)
+        self.assertAlmostEqual(end, 1.3)
+
+    def test_both_slow_when_they_share_the_core(self):
+        # bucket 0 from 0.5 s at half speed: 0.4 s; backward meanwhile 0.2 of work, then 0.3 at full speed
+        # (ends 1.2); bucket 1 1.2-1.4 at full speed
+        wall, end = overlapped_backward(1.0, [0.5, 1.0], [0.2, 0.2], 0.5, 0.5)
+        self.assertAlmostEqual(wall, 1.2)
+        self.assertAlmostEqual(end, 1.4)
+
+    def test_a_bucket_in_flight_to_the_end_of_backward(self):
+        # bucket 0 0.5-1.5 s; the other half of backward at half speed also ends at 1.5; bucket 1 1.5-1.7
+        wall, end = overlapped_backward(1.0, [0.5, 1.0], [1.0, 0.2], 0.5)
+        self.assertAlmostEqual(wall, 1.5)
+        self.assertAlmostEqual(end, 1.7)
 
 
 class Step(unittest.TestCase):
@@ -98,6 +122,20 @@ class Step(unittest.TestCase):
         self.assertAlmostEqual(p["exposed_s"], 0.01, places=12)
         self.assertAlmostEqual(p["step_s"], 1.02, places=12)
         self.assertAlmostEqual(p["images_per_second"], 64 / 1.02, places=9)
+
+    def test_without_overlap_every_bucket_waits_for_backward(self):
+        # two 100 MB buckets ready at 0.2 and 1.0 of backward, but reduced after it: 2 x 10 ms exposed
+        n = node({32: (1.0, 0.0)}, share=0.5, floats=(25_000_000, 25_000_000), ready=(0.2, 1.0), overlap=False)
+        net = {"name": "t", "latency_us": 0.0, "bandwidth_GBps": 10.0}
+        self.assertAlmostEqual(predict_step(n, net, 2, 32)["exposed_s"], 0.02, places=12)
+
+    def test_a_communication_thread_without_its_own_core_slows_backward(self):
+        # 1 thread on 1 core: backward (0.5 s) at half speed while bucket 0 (10 ms, ready at 0.2) is in flight
+        n = node({32: (1.0, 0.0)}, share=0.5, floats=(25_000_000, 25_000_000), ready=(0.2, 1.0), rank_cores=1)
+        net = {"name": "t", "latency_us": 0.0, "bandwidth_GBps": 10.0}
+        p = predict_step(n, net, 2, 32)
+        self.assertAlmostEqual(p["compute_s"], 1.005, places=12)
+        self.assertAlmostEqual(p["exposed_s"], 0.01, places=12)
 
     def test_compute_between_two_measured_batches_is_interpolated(self):
         n = node({16: (0.4, 0.0), 32: (1.0, 0.02)})

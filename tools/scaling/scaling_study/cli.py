@@ -4,7 +4,7 @@ the time-to-solution they project.
   scaling-study [run] --job jobs/X.ini --data DIR --nodes 1,2,4 --mode strong|weak
                 [--ranks-per-node R] [--threads T] [--epochs E | --steps S] [--batch-size B]
                 [--study DIR] [--site slurm/sites/S.env] [--link LABEL] [--trace] [--local]
-                [--parallel] [--no-wait] [--network P] [-- nostrum-train args]
+                [--repeat K] [--parallel] [--no-wait] [--network P] [-- nostrum-train args]
       one job per node count through slurm/nostrum-train.sbatch (each after the previous one, so
       points never share nodes or the network), then the report. Strong scaling also runs a compute
       sweep: 1 node at each smaller local batch (--no-compute-sweep skips it).
@@ -13,7 +13,7 @@ the time-to-solution they project.
       model's prediction of every point, compared with the measurement only when P was calibrated
       on the same cluster and --link label as the study. Exit 1 if a point failed.
   scaling-study calibrate --nodes 2 --out P.json [--site S.env] [--link LABEL] [--local]
-      a network profile from nostrum-allreduce-bench: one allreduce of 0.25-16 MB on N nodes under
+      a network profile from nostrum-allreduce-bench: one allreduce of 0.25-25 MB on N nodes under
       Open MPI's choice, ring and Rabenseifner; latency and bandwidth per algorithm.
   scaling-study model STUDY --network P [--nodes 1,2,...] [--global-batch G]
       predicted step, exposed allreduce, images/s and efficiency per node count.
@@ -151,6 +151,8 @@ def add_run(sub):
     r.add_argument("--time-limit", help="sbatch -t for each point")
     r.add_argument("--trace", action="store_true", help="write a Chrome trace per rank (the model's backward profile)")
     r.add_argument("--no-compute-sweep", action="store_true", help="strong scaling: no 1-node runs at the smaller local batches")
+    r.add_argument("--repeat", type=int, default=1,
+                   help="run every point this many times, alternating; the report takes each one's fastest")
     r.add_argument("--no-wait", action="store_true", help="submit and return")
     r.add_argument("--timeout", type=int, default=3600, help="seconds to wait for the jobs")
     r.add_argument("--network", help="report the model's prediction with this network profile")
@@ -195,8 +197,9 @@ def parser():
     c.add_argument("--link", help="a label of the network (e.g. the tc profile), as given to run --link")
     c.add_argument("--site")
     c.add_argument("--bench")
-    c.add_argument("--steps", type=int, default=5)
-    c.add_argument("--local", action="store_true")
+    c.add_argument("--steps", type=int, default=3, help="timed allreduces per size (after one warm-up)")
+    c.add_argument("--local", action="store_true", help="no Slurm: mpirun on this machine")
+    c.add_argument("--timeout", type=int, default=600, help="seconds the benchmark may take (each job)")
     return p
 
 

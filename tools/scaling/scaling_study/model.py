@@ -6,7 +6,11 @@ sees, and one step of p = N x R ranks at local batch b:
 
 The gradient buckets (nostrum-train's own plan, from result.json) are reduced in order by one
 communication thread; bucket k starts when it is ready (ready_k x backward, from a trace) and the
-previous one has ended. compute(b), backward(b) and data_wait(b) are measured at b (node.py), never
+previous one has ended; without overlap (result.json's "overlap") all start after backward. Where
+the communication thread has no core of its own (the rank's cores = its OpenMP threads T), it
+spins in MPI beside compute: while a bucket is in flight, backward runs at T / (T + 1) of its speed
+and the allreduce at the profile's shared_core_comm_speed (calibrate measures it: 1 where the link,
+not the core, limits the allreduce). compute(b), backward(b) and data_wait(b) are measured at b (node.py), never
 scaled from another batch. Costs of n bytes over p ranks, latency alpha (s), bandwidth beta (B/s):
   ring:               2 (p-1) alpha + 2 (p-1)/p n / beta
   rabenseifner:       2 ceil(log2 p) alpha + 2 (p-1)/p n / beta     (Open MPI's for multi-MB buffers)
@@ -50,13 +54,30 @@ def link(net, nodes, ranks_per_node, algorithm=None):
     return alpha, beta, algorithm
 
 
-def exposed_seconds(backward_s, ready_fractions, bucket_bytes, cost):
-    """How long the last bucket's allreduce ends after backward: buckets reduced in order, bucket k
-    starting at max(ready_k x backward, the previous one's end); cost(nbytes) is one allreduce."""
-    end = 0.0
-    for fraction, nbytes in zip(ready_fractions, bucket_bytes):
-        end = max(end, fraction * backward_s) + cost(nbytes)
-    return max(0.0, end - backward_s)
+def overlapped_backward(backward_s, ready_fractions, costs, compute_speed=1.0, comm_speed=1.0):
+    """(backward's wall time, the last allreduce's end). Bucket k is ready when ready_k of backward's
+    work is done; the buckets go in order, each after the previous one. While a bucket is in flight
+    during backward, backward runs at compute_speed and the allreduce at comm_speed of their own
+    pace (both 1 when the communication thread has a core of its own)."""
+    t, work, k, current, queue, last_end = 0.0, 0.0, 0, None, [], 0.0
+    ready_work = [min(1.0, f) * backward_s for f in ready_fractions]
+    while work < backward_s - 1e-12:
+        while k < len(ready_work) and ready_work[k] <= work + 1e-12:
+            queue.append(costs[k])
+            k += 1
+        if current is None and queue:
+            current = queue.pop(0)
+        rate = compute_speed if current is not None else 1.0
+        next_work = min(ready_work[k] if k < len(ready_work) else backward_s, backward_s)
+        dt = (next_work - work) / rate
+        if current is not None and current / comm_speed <= dt:
+            dt, current, last_end = current / comm_speed, None, t + current / comm_speed
+        elif current is not None:
+            current -= dt * comm_speed
+        t += dt
+        work = min(backward_s, work + dt * rate)
+    rest = ([current] if current is not None else []) + queue + costs[k:]
+    return t, (t + sum(rest)) if rest else last_end
 
 
 def uniform_ready_fractions(bucket_floats):
@@ -76,11 +97,17 @@ def predict_step(node, net, nodes, local_batch, algorithm=None):
     at = node.at(local_batch)
     alpha, beta, algorithm = link(net, nodes, R, algorithm)
     backward = at["compute_s"] * node.backward_share
-    exposed = exposed_seconds(backward, node.ready_fractions, [4 * f for f in node.bucket_floats],
-                              lambda n: allreduce_seconds(n, p, alpha, beta, algorithm))
-    step = at["compute_s"] + exposed + at["data_wait_s"]
+    costs = [allreduce_seconds(4 * f, p, alpha, beta, algorithm) for f in node.bucket_floats]
+    ready = node.ready_fractions if node.overlap else [1.0] * len(costs)
+    compute_speed, comm_speed = (1.0, 1.0) if node.spare_core else (node.threads / (node.threads + 1),
+                                                                     net.get("shared_core_comm_speed", 1.0))
+    backward_wall, end = (overlapped_backward(backward, ready, costs, compute_speed, comm_speed) if p > 1
+                          else (backward, backward))
+    exposed = max(0.0, end - backward_wall)
+    compute = at["compute_s"] + backward_wall - backward
+    step = compute + exposed + at["data_wait_s"]
     return {"nodes": nodes, "ranks": p, "local_batch": local_batch, "global_batch": local_batch * p,
-            "compute_s": at["compute_s"], "backward_s": backward, "exposed_s": exposed,
+            "compute_s": compute, "backward_s": backward_wall, "exposed_s": exposed,
             "data_wait_s": at["data_wait_s"], "step_s": step, "images_per_second": local_batch * p / step,
             "compute_source": at["source"], "algorithm": algorithm}
 

@@ -26,6 +26,9 @@ class NodeCompute:
         self.activation_bytes_per_image = shape["activation_bytes_per_image"]
         self.eval_s_per_image = shape["eval_s_per_image"]  # one node's, per validation image
         self.model = shape["model"]
+        self.overlap = shape["overlap"]  # the allreduce overlaps backward on a communication thread
+        self.spare_core = shape["rank_cores"] > threads  # ... which then has a core of its own
+        self.rank_cores = shape["rank_cores"]
         self.sources = sources  # input -> where it came from
 
     def at(self, b):
@@ -59,7 +62,7 @@ class NodeCompute:
         node = NodeCompute(ranks_per_node, threads,
                            {local_batch: {"compute_s": step, "data_wait_s": 0.0,
                                           "source": f"given: {images_per_second:g} images/s a node"}},
-                           self._shape(), dict(self.sources))
+                           dict(self._shape(), rank_cores=threads), dict(self.sources))
         node.sources["node compute"] = (f"given: {images_per_second:g} images/s a node, {ranks_per_node} rank(s) "
                                         f"x {threads} thread(s), local batch {local_batch}")
         if measured:
@@ -76,12 +79,13 @@ class NodeCompute:
         return {"backward_share": self.backward_share, "ready_fractions": self.ready_fractions,
                 "bucket_floats": self.bucket_floats, "parameters": self.parameters,
                 "activation_bytes_per_image": self.activation_bytes_per_image,
-                "eval_s_per_image": self.eval_s_per_image, "model": self.model}
+                "eval_s_per_image": self.eval_s_per_image, "model": self.model, "overlap": self.overlap,
+                "rank_cores": self.rank_cores}
 
 
 def _bucket_floats(row):
     buckets = row["result"].get("gradient_buckets")
-    if not buckets or not buckets.get("floats"):
+    if not buckets or not buckets.get("floats") or "overlap" not in row["result"]:
         raise ScalingError(f"{row['run_dir']}/result.json has no gradient_buckets: written by an older "
                            "nostrum-train; rerun the point with this one")
     return buckets["floats"]
@@ -122,9 +126,14 @@ def _shape_from(base, rows, sources):
     act = result["activation_bytes"] / result["batch_size"]
     sources["activation bytes"] = (f"{act / 1e6:.2f} MB an image (arena of {result['activation_bytes'] / 1e9:.2f} GB "
                                    f"at batch {result['batch_size']}, result.json)")
+    sources["overlap"] = (f"allreduce {'overlapped with' if result['overlap'] else 'after'} backward, "
+                          f"{result['rank_cores']} core(s) for {base['threads_per_rank']} thread(s) a rank "
+                          f"({'a core of its own' if result['rank_cores'] > base['threads_per_rank'] else 'no core of its own'}"
+                          " for the communication thread; result.json)")
     return {"backward_share": share, "ready_fractions": ready, "bucket_floats": floats,
             "parameters": result["parameters"], "activation_bytes_per_image": act,
-            "eval_s_per_image": eval_s, "model": result["model"]}
+            "eval_s_per_image": eval_s, "model": result["model"], "overlap": result["overlap"],
+            "rank_cores": result["rank_cores"]}
 
 
 def from_study(meta, rows, sweep):

@@ -50,6 +50,8 @@ def point_line(r, study):
         return (f"| {r['nodes']} | {r['ranks']} | {r['global_batch']} | - | - | - | - | - | - | - | - "
                 f"| - | **FAILED** ({r['status']}, exit {r['exit_code']}; log `{os.path.relpath(r['log'], study)}`) |")
     status = r["status"] if r.get("status_train") != "success" else "reached target"
+    if len(r.get("repetitions", [])) > 1:
+        status += f" (fastest of {len(r['repetitions'])}: " + ", ".join(f"{v:.1f}" for v in r["repetitions"]) + ")"
     return (f"| {r['nodes']} | {r['ranks']} | {r['global_batch']} | {fmt(r['images_per_second'])} "
             f"| {fmt(r['speedup'], 2)} | {fmt(r['efficiency'], 2)} | {fmt(r['time_to_solution_s'])} "
             f"| {fmt(r['step_ms'])} | {fmt(r['compute_ms'])} | {fmt(r['exposed_allreduce_ms'])} "

@@ -2,7 +2,8 @@
 (sbatch, each point after the previous one so points never share nodes or the network; or --local
 with mpirun), then the report. Strong scaling keeps the smallest point's global batch and adds a
 compute sweep: 1-node runs at each smaller local batch, so the model has compute measured at every
-local batch it is asked about."""
+local batch it is asked about. --repeat K runs every point K times, alternating over the points;
+the report takes each point's fastest repetition (on a shared machine the others were disturbed)."""
 import os
 import subprocess
 import sys
@@ -131,14 +132,19 @@ def run(args, report):
         env["NOSTRUM_TRACE"] = "1"
     name = os.path.splitext(os.path.basename(args.job))[0]
     previous = None
-    for p in sweep + points:
-        p["run_dir"] = os.path.join(study, "runs", p["name"])
-        p["args"] = point_args(args, p)
-        env_point = dict(env, NOSTRUM_RUN_DIR=p["run_dir"])
-        if args.local:
-            run_local(args, study, script, env_point, p, name)
-        else:
-            previous = submit(args, study, script, env_point, p, name, previous)
+    for rep in range(args.repeat):  # repetitions alternate over the points: 1, 2, ..., 1, 2, ...
+        for p in sweep + points:
+            r = dict(p, name=p["name"] + (f"-rep{rep + 1}" if args.repeat > 1 else ""))
+            r["run_dir"] = os.path.join(study, "runs", r["name"])
+            r["args"] = point_args(args, r)
+            env_point = dict(env, NOSTRUM_RUN_DIR=r["run_dir"])
+            if args.local:
+                run_local(args, study, script, env_point, r, name)
+            else:
+                previous = submit(args, study, script, env_point, r, name, previous)
+            p.setdefault("runs", []).append({k: r.get(k) for k in ("name", "run_dir", "job_id", "log", "exit_code")})
+            p.update(run_dir=p["runs"][0]["run_dir"], log=p["runs"][0]["log"], job_id=p["runs"][0]["job_id"],
+                     args=r["args"])
     launcher = "local" if args.local else "sbatch"
     meta = {"job": os.path.abspath(args.job), "data": os.path.abspath(args.data), "mode": args.mode,
             "launcher": launcher, "site": args.site, "where": cluster_identity(launcher, args.link),
@@ -148,7 +154,8 @@ def run(args, report):
     if args.no_wait and not args.local:
         print(f"scaling-study: when the jobs are done: {sys.argv[0]} report {study}")
         return 0
-    if not args.local and not wait_for([p["job_id"] for p in sweep + points], args.timeout):
-        subprocess.run(["scancel"] + [p["job_id"] for p in sweep + points])
+    jobs = [r["job_id"] for p in sweep + points for r in p["runs"]]
+    if not args.local and not wait_for(jobs, args.timeout):
+        subprocess.run(["scancel"] + jobs)
         print(f"scaling-study: jobs not done after {args.timeout} s: cancelled", file=sys.stderr)
     return report(study, args.network)
