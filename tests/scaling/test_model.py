@@ -106,6 +106,13 @@ class Overlap(unittest.TestCase):
         self.assertAlmostEqual(wall, 1.2)
         self.assertAlmostEqual(end, 1.4)
 
+    def test_a_bucket_in_flight_while_the_next_becomes_ready(self):
+        # bucket 0 from 0.5 s at half speed (0.8 s of wall time); bucket 1 ready at 0.7 s waits; bucket 0
+        # ends at 1.3 s (backward at 0.9 of its work), bucket 1 1.3-1.5 (backward ends with it), bucket 2 1.5-1.6
+        wall, end = overlapped_backward(1.0, [0.5, 0.6, 1.0], [0.4, 0.1, 0.1], 0.5, 0.5)
+        self.assertAlmostEqual(wall, 1.5)
+        self.assertAlmostEqual(end, 1.6)
+
     def test_a_bucket_in_flight_to_the_end_of_backward(self):
         # bucket 0 0.5-1.5 s; the other half of backward at half speed also ends at 1.5; bucket 1 1.5-1.7
         wall, end = overlapped_backward(1.0, [0.5, 1.0], [1.0, 0.2], 0.5)

@@ -1,8 +1,8 @@
 """scaling-study calibrate: a network profile of the cluster at hand. nostrum-allreduce-bench times
-one allreduce of each bucket size on N nodes (1 rank each), once under Open MPI's own choice and
+one allreduce of each size (--sizes-mb) on N nodes (1 rank each), once under Open MPI's own choice and
 once per forced algorithm (coll_tuned_allreduce_algorithm: 4 ring, 6 Rabenseifner); a least-squares
 line t = a + b n per algorithm gives its latency and bandwidth through the model's cost formula.
-Then the allreduce's speed while a spinning backward shares its core (the benchmark's --busy
+Then the allreduce's speed (the largest size, in 5 buckets) while a spinning backward shares its core (the benchmark's --busy
 overlap against its synchronous time): 1 where the link limits it, about 1/2 where the core does."""
 import math
 import os
@@ -15,19 +15,18 @@ from .common import ScalingError, find_binary, read_text, write_json
 from .model import allreduce_seconds
 from .study import cluster_identity
 
-SIZES_MB = (0.25, 1.0, 4.0, 25.0)
 FORCED = {"ring": 4, "rabenseifner": 6}  # Open MPI's coll_tuned allreduce algorithm numbers
 FORCED_FORMULA = {"ring": "ring", "rabenseifner": "rabenseifner"}
 
 
-def bench_script(bench, nodes, steps, launcher):
+def bench_script(bench, nodes, steps, launcher, sizes_mb):
     """A bash script that runs the benchmark per algorithm and size, each block marked."""
     place = "--oversubscribe" if launcher == "local" else "--map-by ppr:1:node --bind-to ${NOSTRUM_MPIRUN_BIND:-core}"
     lines = ["set -e"]
     for name, number in [("default", None)] + list(FORCED.items()):
         env = "" if number is None else (f"OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
                                          f"OMPI_MCA_coll_tuned_allreduce_algorithm={number} ")
-        for mb in SIZES_MB:
+        for mb in sizes_mb:
             params = int(mb * 1e6 / 4)
             lines.append(f"echo '=== {name} {mb}'")
             lines.append(f"{env}mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params {params} "
@@ -35,11 +34,11 @@ def bench_script(bench, nodes, steps, launcher):
     return "\n".join(lines)
 
 
-def shared_core_script(bench, nodes, launcher, backward_ms):
-    """25 MB in 5 MB buckets, synchronous and overlapped with a spinning 25-layer backward."""
+def shared_core_script(bench, nodes, launcher, backward_ms, mb):
+    """mb MB in 5 buckets, synchronous and overlapped with a spinning 25-layer backward."""
     place = "--oversubscribe" if launcher == "local" else "--map-by ppr:1:node --bind-to ${NOSTRUM_MPIRUN_BIND:-core}"
-    return (f"mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params 6250000 --layers 25 "
-            f"--backward-ms {backward_ms:.0f} --busy --steps 3 --bucket-mb 5 --first-bucket-mb 5")
+    return (f"mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params {int(mb * 1e6 / 4)} "
+            f"--layers 25 --backward-ms {backward_ms:.0f} --busy --steps 3 --bucket-mb {mb / 5} --first-bucket-mb {mb / 5}")
 
 
 def shared_core_speed(text):
@@ -105,14 +104,17 @@ def calibrate(args):
     if not bench:
         raise ScalingError("nostrum-allreduce-bench not found (--bench PATH)")
     launcher = "local" if args.local else "sbatch"
-    script = bench_script(bench, args.nodes, args.steps, launcher)
+    sizes = [float(x) for x in args.sizes_mb.split(",")]
+    if len(sizes) < 2:
+        raise ScalingError("--sizes-mb: at least two sizes, e.g. 0.25,1,4,25")
+    script = bench_script(bench, args.nodes, args.steps, launcher, sizes)
     code, text = run_bench(args, script)
     measured = parse(text)
-    if code != 0 or set(measured) != {"default", *FORCED} or any(len(v) != len(SIZES_MB) for v in measured.values()):
+    if code != 0 or set(measured) != {"default", *FORCED} or any(len(v) != len(sizes) for v in measured.values()):
         print(text)
         raise ScalingError("the allreduce benchmark failed (its output is above)")
-    backward_ms = 2.5e3 * measured["default"][-1][1]  # 2.5 x the time of 25 MB (SIZES_MB[-1]) alone
-    code, shared_text = run_bench(args, shared_core_script(bench, args.nodes, launcher, backward_ms))
+    backward_ms = 2.5e3 * measured["default"][-1][1]  # 2.5 x the largest size's time alone
+    code, shared_text = run_bench(args, shared_core_script(bench, args.nodes, launcher, backward_ms, sizes[-1]))
     if code != 0:
         print(shared_text)
         raise ScalingError("the shared-core allreduce benchmark failed (its output is above)")
@@ -133,7 +135,7 @@ def calibrate(args):
                        "uses), fitted with Rabenseifner's cost formula; 'algorithms': each forced algorithm "
                        "fitted with its own formula; shared_core_comm_speed: the allreduce's speed while "
                        "a spinning backward shares its core",
-               "calibration": {"nodes": args.nodes, "bucket_mb": list(SIZES_MB),
+               "calibration": {"nodes": args.nodes, "bucket_mb": sizes,
                                "allreduce_ms": {k: [round(1e3 * t, 3) for _, t in v] for k, v in measured.items()},
                                "script": script}}
     write_json(args.out, profile)

@@ -197,6 +197,7 @@ def parser():
     c.add_argument("--link", help="a label of the network (e.g. the tc profile), as given to run --link")
     c.add_argument("--site")
     c.add_argument("--bench")
+    c.add_argument("--sizes-mb", default="0.25,1,4,25", help="allreduce sizes to time (MB)")
     c.add_argument("--steps", type=int, default=3, help="timed allreduces per size (after one warm-up)")
     c.add_argument("--local", action="store_true", help="no Slurm: mpirun on this machine")
     c.add_argument("--timeout", type=int, default=600, help="seconds the benchmark may take (each job)")
