@@ -50,7 +50,7 @@ import os
 import sys
 
 from .calibrate import calibrate
-from .common import ScalingError, die, write_json
+from .common import ScalingError, die, shown, write_json
 from .network import load_network
 from .node import from_study
 from .plots import plot_projection
@@ -77,7 +77,7 @@ def node_memory(args, net):
     if args.node_memory_gb:
         return args.node_memory_gb, "--node-memory-gb"
     if net.get("node_memory_GB"):
-        return net["node_memory_GB"], f"the network profile's node_memory_GB ({net['path']})"
+        return net["node_memory_GB"], f"node_memory_GB of {shown(net['path'])}"
     return None, None
 
 

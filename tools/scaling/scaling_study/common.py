@@ -49,6 +49,12 @@ def job_value(job, key):
     return parser["job"].get(key)
 
 
+def shown(path):
+    """A path as printed: relative to the working directory when it lies inside it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def data_file(kind, name, suffix):
     """A file of the tool's own data (kind: profiles or rcp) by path, or by name without suffix."""
     if os.path.isfile(name):

@@ -6,7 +6,7 @@ bucket's ready time (from --trace), the bucket sizes, the activation bytes and t
 node's measured images/s) for a machine measured elsewhere."""
 import os
 
-from .common import ScalingError
+from .common import ScalingError, shown
 from .model import uniform_ready_fractions
 from .trace import trace_profile
 
@@ -58,17 +58,19 @@ class NodeCompute:
         """The same job's shape on another node whose 1-node training throughput was measured
         there (images/s of the whole node at this local batch and rank count)."""
         step = ranks_per_node * local_batch / images_per_second
-        measured = self.measured_images_per_second(local_batch) if local_batch in self.batches else None
+        measured = self.measured_images_per_second(local_batch if local_batch in self.batches else min(self.batches))
         node = NodeCompute(ranks_per_node, threads,
                            {local_batch: {"compute_s": step, "data_wait_s": 0.0,
                                           "source": f"given: {images_per_second:g} images/s a node"}},
                            dict(self._shape(), rank_cores=threads), dict(self.sources))
         node.sources["node compute"] = (f"given: {images_per_second:g} images/s a node, {ranks_per_node} rank(s) "
                                         f"x {threads} thread(s), local batch {local_batch}")
-        if measured:
-            node.eval_s_per_image = self.eval_s_per_image * measured / images_per_second
-            node.sources["evaluation"] += (f", scaled by the given over the measured training speed "
-                                           f"({images_per_second:g} / {measured:.3g})")
+        node.sources["overlap"] = (f"allreduce {'overlapped with' if self.overlap else 'after'} backward (result.json); "
+                                   f"the target's ranks taken to have {threads} core(s) for {threads} thread(s): "
+                                   "no core of its own for the communication thread")
+        node.eval_s_per_image = self.eval_s_per_image * measured / images_per_second
+        node.sources["evaluation"] += (f", scaled by the measured over the given training speed "
+                                       f"({measured:.3g} / {images_per_second:g} images/s a node)")
         return node
 
     def measured_images_per_second(self, b):
@@ -117,7 +119,7 @@ def _shape_from(base, rows, sources):
         ready = uniform_ready_fractions(floats)
         sources["bucket ready times"] = "ASSUMED uniform over backward (no multi-rank trace with the same buckets)"
     sources["gradient buckets"] = (f"{len(floats)} bucket(s), {sum(floats)} floats ({4e-6 * sum(floats):.1f} MB), "
-                                   f"from {base['run_dir']}/result.json")
+                                   f"from {shown(base['run_dir'])}/result.json")
     evals = base["evaluations"] * (base["eval_samples"] or 0)
     eval_s = base["evaluation_s"] / evals if evals else 0.0
     sources["evaluation"] = (f"{1e3 * eval_s:.3f} ms a validation image on one node "
@@ -150,7 +152,7 @@ def from_study(meta, rows, sweep):
         if r["ranks"] != R:
             continue
         batches[r["local_batch"]] = {"compute_s": r["compute_ms"] * 1e-3, "data_wait_s": r["data_wait_ms"] * 1e-3,
-                                     "source": f"measured: 1 node, {r['steps']} steps ({r['run_dir']})"}
+                                     "source": f"measured: 1 node, {r['steps']} steps ({shown(r['run_dir'])})"}
     sources["node compute"] = (f"measured on 1 node ({R} rank(s) x {base['threads_per_rank']} thread(s)) at local "
                                f"batch(es) {', '.join(str(b) for b in sorted(batches))}")
     return NodeCompute(R, base["threads_per_rank"], batches, _shape_from(base, rows, sources), sources)

@@ -1,6 +1,7 @@
 """The projection as a user reads it: every input with its source, then one line per node count
 (images/s, efficiency, global batch, epochs with their band, evaluation, time-to-solution, the
 minimum marked, refusals with their reason), as text and Markdown; and the JSON of it."""
+from .common import shown
 
 
 def _hours(seconds):
@@ -12,8 +13,8 @@ def input_lines(node, net, rcp, options):
            f"{node.threads} thread(s) a node"]
     out += [f"{k}: {v}" for k, v in node.sources.items()]
     out.append(f"network: {net['name']} ({net.get('source') or net.get('description', 'no source given')}; "
-               f"{net['latency_us']} us, {net['bandwidth_GBps']} GB/s, {net.get('algorithm', 'rabenseifner')}; {net['path']})")
-    out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {rcp['path']}")
+               f"{net['latency_us']} us, {net['bandwidth_GBps']} GB/s, {net.get('algorithm', 'rabenseifner')}; {shown(net['path'])})")
+    out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {shown(rcp['path'])}")
     if node.model != "resnet50":
         out.append(f"NOTE: the RCPs are ResNet-50's on ImageNet; this study's model is {node.model}")
     out.append(f"dataset: {options['train_images']} training, {options['val_images']} validation images; "

@@ -50,8 +50,9 @@ def _relocate(study, p):
     """A study directory that moved (or was committed): its run directories moved with it."""
     for key, default in (("run_dir", os.path.join("runs", p.get("name", f"nodes-{p['nodes']}"))),
                          ("log", os.path.join("logs", os.path.basename(p.get("log", ""))))):
-        if p.get(key) and not os.path.exists(p[key]):
-            p[key] = os.path.join(study, default)
+        inside = os.path.join(study, default)
+        if p.get(key) and os.path.exists(inside):
+            p[key] = inside
 
 
 def _status(meta, p, job):
