@@ -16,6 +16,7 @@
 
 #include "io/hdf5_util.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/hash.hpp"
 
 namespace nostrum::io {
 
@@ -25,45 +26,6 @@ constexpr const char* kFormat = "nostrum-checkpoint";
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kSuffix = ".h5";
 constexpr const char* kTempMarker = ".tmp-";
-
-// 64-bit hash over a stream of bytes, word at a time (FNV-style multiply with a final mix). Not
-// cryptographic: it detects damaged files, not forged ones.
-class Hasher {
- public:
-  void bytes(const void* data, size_t size) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      mix(w);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, p + i, size - i);
-    mix(tail ^ (static_cast<uint64_t>(size - i) << 56));
-  }
-  void text(const std::string& s) {
-    integer(static_cast<int64_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  void integer(int64_t v) { bytes(&v, sizeof v); }
-  void real(double v) { bytes(&v, sizeof v); }
-  uint64_t value() const {
-    uint64_t h = h_;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-  }
-
- private:
-  void mix(uint64_t w) {
-    h_ ^= w;
-    h_ *= 0x100000001b3ULL;
-    h_ = (h_ << 31) | (h_ >> 33);
-  }
-  uint64_t h_ = 0xcbf29ce484222325ULL;
-};
 
 std::string hex(uint64_t v) {
   char text[17];
@@ -163,151 +125,184 @@ herr_t collect_attribute(hid_t, const char* name, const H5A_info_t*, void* out) 
   return 0;
 }
 
+// The names of every attribute of `object`, in name order.
+std::vector<std::string> attribute_names(hid_t object) {
+  std::vector<std::string> names;
+  H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attribute, &names);
+  return names;
+}
+
+void write_identity(hid_t file, const CheckpointIdentity& id) {
+  H5Handle g = create_group(file, "identity");
+  write_attribute(g.get(), "model", id.model);
+  write_attribute(g.get(), "dataset", id.dataset);
+  write_attribute(g.get(), "train_samples", id.train_samples);
+  write_attribute(g.get(), "eval_samples", id.eval_samples);
+  write_attribute(g.get(), "global_batch", id.global_batch);
+}
+
+CheckpointIdentity read_identity(hid_t file, const std::string& path) {
+  H5Handle g = open_group(file, "identity", path);
+  CheckpointIdentity id;
+  id.model = read_string_attribute(g.get(), "model", path);
+  id.dataset = read_string_attribute(g.get(), "dataset", path);
+  id.train_samples = read_int_attribute(g.get(), "train_samples", path);
+  id.eval_samples = read_int_attribute(g.get(), "eval_samples", path);
+  id.global_batch = read_int_attribute(g.get(), "global_batch", path);
+  return id;
+}
+
+// /run: the options text, the evaluations (n x 3: epoch, accuracy, seconds), and the run's
+// scalars as they are, integers and reals in a group each.
+void write_run(hid_t file, const CheckpointState& s) {
+  H5Handle g = create_group(file, "run");
+  const std::string& opts = s.options_text;
+  write_array(g.get(), "options", H5T_STD_U8LE, H5T_NATIVE_UCHAR, {opts.size()}, opts.data());
+  std::vector<double> evals;
+  for (const auto& e : s.evals)
+    evals.insert(evals.end(),
+                 {static_cast<double>(e.epoch), e.accuracy, e.seconds_since_run_start});
+  write_array(g.get(), "evals", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {s.evals.size(), 3},
+              evals.data());
+  H5Handle integers = create_group(g.get(), "integers");
+  for (const auto& [name, value] : s.integers) write_attribute(integers.get(), name.c_str(), value);
+  H5Handle reals = create_group(g.get(), "reals");
+  for (const auto& [name, value] : s.reals)
+    write_double_attribute(reals.get(), name.c_str(), value);
+}
+
+void read_run(hid_t file, const std::string& path, CheckpointState& s) {
+  H5Handle g = open_group(file, "run", path);
+  std::vector<unsigned char> opts;
+  read_array(g.get(), "options", H5T_NATIVE_UCHAR, opts, path);
+  s.options_text.assign(opts.begin(), opts.end());
+  std::vector<double> evals;
+  const auto dims = read_array(g.get(), "evals", H5T_NATIVE_DOUBLE, evals, path);
+  NOSTRUM_CHECK(dims.size() == 2 && dims[1] == 3, DataError, "/run/evals is not (n, 3)", path);
+  for (size_t i = 0; i + 3 <= evals.size(); i += 3)
+    s.evals.push_back({static_cast<int64_t>(evals[i]), evals[i + 1], evals[i + 2]});
+  H5Handle integers = open_group(g.get(), "integers", path);
+  for (const auto& name : attribute_names(integers.get()))
+    s.integers[name] = read_int_attribute(integers.get(), name.c_str(), path);
+  H5Handle reals = open_group(g.get(), "reals", path);
+  for (const auto& name : attribute_names(reals.get()))
+    s.reals[name] = read_double_attribute(reals.get(), name.c_str(), path);
+}
+
+// /model/<key> in the weights-file layout, and /model_order: the keys in table order (HDF5 lists
+// links by name only).
+void write_model(hid_t file, const std::vector<NamedTensor>& model) {
+  H5Handle g = create_group(file, "model");
+  std::string order;
+  for (const auto& t : model) {
+    std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    NOSTRUM_CHECK(numel == static_cast<int64_t>(t.values.size()), DataError,
+                  "tensor '" + t.name + "' has " + std::to_string(t.values.size()) +
+                      " values for shape " + shape_string(t.shape));
+    write_array(g.get(), t.name.c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, t.values.data());
+    order += t.name + "\n";
+  }
+  if (!order.empty()) order.pop_back();
+  write_array(file, "model_order", H5T_STD_U8LE, H5T_NATIVE_UCHAR, {order.size()}, order.data());
+}
+
+std::vector<std::string> read_model_order(hid_t file, const std::string& path) {
+  std::vector<unsigned char> text;
+  read_array(file, "model_order", H5T_NATIVE_UCHAR, text, path);
+  const std::string all(text.begin(), text.end());
+  std::vector<std::string> order;
+  for (size_t start = 0; start < all.size();) {
+    const size_t end = all.find('\n', start);
+    order.push_back(all.substr(start, end - start));
+    start = end == std::string::npos ? all.size() : end + 1;
+  }
+  return order;
+}
+
+std::vector<NamedTensor> read_model(hid_t file, const std::string& path) {
+  H5Handle g = open_group(file, "model", path);
+  std::vector<std::string> names;
+  H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names);
+  const std::vector<std::string> order = read_model_order(file, path);
+  std::vector<std::string> sorted_order = order;
+  std::sort(names.begin(), names.end());
+  std::sort(sorted_order.begin(), sorted_order.end());
+  NOSTRUM_CHECK(names == sorted_order, DataError,
+                "/model does not hold the tensors listed in /model_order", path);
+  std::vector<NamedTensor> model;
+  for (const auto& name : order) {
+    NamedTensor t;
+    t.name = name;
+    const auto dims = read_array(g.get(), name.c_str(), H5T_NATIVE_FLOAT, t.values, path);
+    t.shape.assign(dims.begin(), dims.end());
+    model.push_back(std::move(t));
+  }
+  return model;
+}
+
+void write_optimizer(hid_t file, const CheckpointState& s) {
+  H5Handle g = create_group(file, "optimizer");
+  write_attribute(g.get(), "name", s.optimizer_name);
+  write_attribute(g.get(), "steps_taken", s.optimizer_steps);
+  write_array(g.get(), "state", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s.optimizer_state.size()},
+              s.optimizer_state.data());
+}
+
+void read_optimizer(hid_t file, const std::string& path, CheckpointState& s) {
+  H5Handle g = open_group(file, "optimizer", path);
+  s.optimizer_name = read_string_attribute(g.get(), "name", path);
+  s.optimizer_steps = read_int_attribute(g.get(), "steps_taken", path);
+  read_array(g.get(), "state", H5T_NATIVE_FLOAT, s.optimizer_state, path);
+}
+
 void write_state(hid_t file, const CheckpointState& s) {
   write_attribute(file, "format", std::string(kFormat));
-  write_attribute(file, "format_version", int64_t{kCheckpointFormatVersion});
+  write_attribute(file, "format_version", int64_t{1});  // /model's layout, as weights files read it
+  write_attribute(file, "checkpoint_version", int64_t{kCheckpointFormatVersion});
   write_attribute(file, "model", s.identity.model);  // as in weights files
   write_attribute(file, "checksum", hex(checkpoint_checksum(s)));
-
-  {
-    H5Handle g = create_group(file, "identity");
-    write_attribute(g.get(), "model", s.identity.model);
-    write_attribute(g.get(), "dataset", s.identity.dataset);
-    write_attribute(g.get(), "train_samples", s.identity.train_samples);
-    write_attribute(g.get(), "eval_samples", s.identity.eval_samples);
-    write_attribute(g.get(), "global_batch", s.identity.global_batch);
-  }
-  {
-    H5Handle g = create_group(file, "run");
-    write_attribute(g.get(), "ranks", s.ranks);
-    write_attribute(g.get(), "epoch", s.epoch);
-    write_attribute(g.get(), "step_in_epoch", s.step_in_epoch);
-    write_attribute(g.get(), "steps_taken", s.steps_taken);
-    write_attribute(g.get(), "sampler_epoch", s.sampler_epoch);
-    write_attribute(g.get(), "sampler_position", s.sampler_position);
-    write_attribute(g.get(), "seed", static_cast<int64_t>(s.seed));
-    write_double_attribute(g.get(), "seconds_spent", s.seconds_spent);
-    const std::string& opts = s.options_text;
-    write_array(g.get(), "options", H5T_STD_U8LE, H5T_NATIVE_UCHAR, {opts.size()}, opts.data());
-    write_array(g.get(), "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64, {s.rng_state.size()},
-                s.rng_state.data());
-    std::vector<double> evals;
-    for (const auto& e : s.evals)
-      evals.insert(evals.end(),
-                   {static_cast<double>(e.epoch), e.accuracy, e.seconds_since_run_start});
-    write_array(g.get(), "evals", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {s.evals.size(), 3},
-                evals.data());
-    H5Handle split = create_group(g.get(), "time_split");
-    for (const auto& [k, v] : s.time_split) write_double_attribute(split.get(), k.c_str(), v);
-    H5Handle counters = create_group(g.get(), "counters");
-    for (const auto& [k, v] : s.counters) write_attribute(counters.get(), k.c_str(), v);
-  }
-  {
-    H5Handle g = create_group(file, "model");
-    for (const auto& t : s.model) {
-      std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
-      int64_t numel = 1;
-      for (int64_t d : t.shape) numel *= d;
-      NOSTRUM_CHECK(numel == static_cast<int64_t>(t.values.size()), DataError,
-                    "tensor '" + t.name + "' has " + std::to_string(t.values.size()) +
-                        " values for shape " + shape_string(t.shape));
-      write_array(g.get(), t.name.c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, t.values.data());
-    }
-  }
-  {
-    H5Handle g = create_group(file, "optimizer");
-    write_attribute(g.get(), "name", s.optimizer_name);
-    write_attribute(g.get(), "steps_taken", s.optimizer_steps);
-    write_array(g.get(), "state", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s.optimizer_state.size()},
-                s.optimizer_state.data());
-  }
+  write_identity(file, s.identity);
+  write_run(file, s);
+  write_model(file, s.model);
+  write_optimizer(file, s);
   write_array(file, "rank_buffers", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s.rank_buffers.size()},
               s.rank_buffers.data());
 }
 
-CheckpointState read_state(hid_t file, const std::string& path) {
-  CheckpointState s;
+// The format and its version: another file, or a version this build cannot read, is refused
+// by name before anything else is read.
+void check_format(hid_t file, const std::string& path) {
   const std::string format = read_string_attribute(file, "format", path);
   NOSTRUM_CHECK(format == kFormat, DataError, "not a nostrum checkpoint (format '" + format + "')",
                 path);
-  const int64_t version = read_int_attribute(file, "format_version", path);
-  NOSTRUM_CHECK(version >= 1 && version <= kCheckpointFormatVersion, DataError,
+  // Version 1 had no checkpoint_version attribute (its format_version said 1).
+  const int64_t version = H5Aexists(file, "checkpoint_version") > 0
+                              ? read_int_attribute(file, "checkpoint_version", path)
+                              : 1;
+  NOSTRUM_CHECK(version != 1, DataError,
+                "checkpoint format version 1 (written by an earlier nostrum, with another layout "
+                "of /run and another checksum) cannot be resumed by this build, which reads "
+                "version " +
+                    std::to_string(kCheckpointFormatVersion),
+                path,
+                "finish that run with the nostrum that wrote it, or start afresh (the weights "
+                "in /model still load with --init-weights)");
+  NOSTRUM_CHECK(version == kCheckpointFormatVersion, DataError,
                 "checkpoint format version " + std::to_string(version) +
-                    " is not supported (this build reads 1.." +
+                    " is not supported (this build reads version " +
                     std::to_string(kCheckpointFormatVersion) + ")",
                 path);
-  {
-    H5Handle g = open_group(file, "identity", path);
-    s.identity.model = read_string_attribute(g.get(), "model", path);
-    s.identity.dataset = read_string_attribute(g.get(), "dataset", path);
-    s.identity.train_samples = read_int_attribute(g.get(), "train_samples", path);
-    s.identity.eval_samples = read_int_attribute(g.get(), "eval_samples", path);
-    s.identity.global_batch = read_int_attribute(g.get(), "global_batch", path);
-  }
-  {
-    H5Handle g = open_group(file, "run", path);
-    s.ranks = read_int_attribute(g.get(), "ranks", path);
-    s.epoch = read_int_attribute(g.get(), "epoch", path);
-    s.step_in_epoch = read_int_attribute(g.get(), "step_in_epoch", path);
-    s.steps_taken = read_int_attribute(g.get(), "steps_taken", path);
-    s.sampler_epoch = read_int_attribute(g.get(), "sampler_epoch", path);
-    s.sampler_position = read_int_attribute(g.get(), "sampler_position", path);
-    s.seed = static_cast<uint64_t>(read_int_attribute(g.get(), "seed", path));
-    s.seconds_spent = read_double_attribute(g.get(), "seconds_spent", path);
-    std::vector<unsigned char> opts;
-    read_array(g.get(), "options", H5T_NATIVE_UCHAR, opts, path);
-    s.options_text.assign(opts.begin(), opts.end());
-    read_array(g.get(), "rng_state", H5T_NATIVE_UINT64, s.rng_state, path);
-    std::vector<double> evals;
-    const auto dims = read_array(g.get(), "evals", H5T_NATIVE_DOUBLE, evals, path);
-    NOSTRUM_CHECK(dims.size() == 2 && dims[1] == 3, DataError, "/run/evals is not (n, 3)", path);
-    for (size_t i = 0; i + 3 <= evals.size(); i += 3)
-      s.evals.push_back({static_cast<int64_t>(evals[i]), evals[i + 1], evals[i + 2]});
-    H5Handle split = open_group(g.get(), "time_split", path);
-    std::vector<std::string> names;
-    H5Aiterate2(split.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attribute, &names);
-    for (const auto& n : names)
-      s.time_split[n] = read_double_attribute(split.get(), n.c_str(), path);
-    H5Handle counters = open_group(g.get(), "counters", path);
-    names.clear();
-    H5Aiterate2(counters.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attribute, &names);
-    for (const auto& n : names) s.counters[n] = read_int_attribute(counters.get(), n.c_str(), path);
-  }
-  {
-    H5Handle g = open_group(file, "model", path);
-    std::vector<std::string> names;
-    // HDF5 lists links by name; /model_order keeps the table order the run wrote them in.
-    H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names);
-    std::vector<std::string> order;
-    {
-      std::vector<unsigned char> text;
-      read_array(file, "model_order", H5T_NATIVE_UCHAR, text, path);
-      std::string all(text.begin(), text.end());
-      for (size_t start = 0; start < all.size();) {
-        const size_t end = all.find('\n', start);
-        order.push_back(all.substr(start, end - start));
-        start = end == std::string::npos ? all.size() : end + 1;
-      }
-    }
-    std::sort(names.begin(), names.end());
-    std::vector<std::string> sorted_order = order;
-    std::sort(sorted_order.begin(), sorted_order.end());
-    NOSTRUM_CHECK(names == sorted_order, DataError,
-                  "/model does not hold the tensors listed in /model_order", path);
-    for (const auto& name : order) {
-      NamedTensor t;
-      t.name = name;
-      const auto dims = read_array(g.get(), name.c_str(), H5T_NATIVE_FLOAT, t.values, path);
-      t.shape.assign(dims.begin(), dims.end());
-      s.model.push_back(std::move(t));
-    }
-  }
-  {
-    H5Handle g = open_group(file, "optimizer", path);
-    s.optimizer_name = read_string_attribute(g.get(), "name", path);
-    s.optimizer_steps = read_int_attribute(g.get(), "steps_taken", path);
-    read_array(g.get(), "state", H5T_NATIVE_FLOAT, s.optimizer_state, path);
-  }
+}
+
+CheckpointState read_state(hid_t file, const std::string& path) {
+  check_format(file, path);
+  CheckpointState s;
+  s.identity = read_identity(file, path);
+  read_run(file, path, s);
+  s.model = read_model(file, path);
+  read_optimizer(file, path, s);
   read_array(file, "rank_buffers", H5T_NATIVE_FLOAT, s.rank_buffers, path);
   const std::string stored = read_string_attribute(file, "checksum", path);
   const std::string computed = hex(checkpoint_checksum(s));
@@ -384,45 +379,24 @@ void restore_tensors(const std::vector<NamedTensor>& tensors, ParameterTable& ta
 }
 
 uint64_t checkpoint_checksum(const CheckpointState& s) {
-  Hasher h;
-  h.integer(kCheckpointFormatVersion);
-  h.text(s.identity.model);
-  h.text(s.identity.dataset);
-  h.integer(s.identity.train_samples);
-  h.integer(s.identity.eval_samples);
+  Hash64 h(kCheckpointFormatVersion);
+  h.text(s.identity.model).text(s.identity.dataset);
+  h.integer(s.identity.train_samples).integer(s.identity.eval_samples);
   h.integer(s.identity.global_batch);
   h.text(s.options_text);
-  for (int64_t v : {s.ranks, s.epoch, s.step_in_epoch, s.steps_taken, s.sampler_epoch,
-                    s.sampler_position, static_cast<int64_t>(s.seed)})
-    h.integer(v);
-  h.integer(static_cast<int64_t>(s.rng_state.size()));
-  h.bytes(s.rng_state.data(), s.rng_state.size() * sizeof(uint64_t));
-  h.real(s.seconds_spent);
-  h.integer(static_cast<int64_t>(s.time_split.size()));
-  for (const auto& [k, v] : s.time_split) {
-    h.text(k);
-    h.real(v);
-  }
+  h.integer(static_cast<int64_t>(s.integers.size()));
+  for (const auto& [name, value] : s.integers) h.text(name).integer(value);
+  h.integer(static_cast<int64_t>(s.reals.size()));
+  for (const auto& [name, value] : s.reals) h.text(name).real(value);
   h.integer(static_cast<int64_t>(s.evals.size()));
-  for (const auto& e : s.evals) {
-    h.integer(e.epoch);
-    h.real(e.accuracy);
-    h.real(e.seconds_since_run_start);
-  }
-  h.integer(static_cast<int64_t>(s.counters.size()));
-  for (const auto& [k, v] : s.counters) {
-    h.text(k);
-    h.integer(v);
-  }
+  for (const auto& e : s.evals) h.integer(e.epoch).real(e.accuracy).real(e.seconds_since_run_start);
   h.integer(static_cast<int64_t>(s.model.size()));
   for (const auto& t : s.model) {
-    h.text(t.name);
-    h.integer(static_cast<int64_t>(t.shape.size()));
+    h.text(t.name).integer(static_cast<int64_t>(t.shape.size()));
     for (int64_t d : t.shape) h.integer(d);
     h.bytes(t.values.data(), t.values.size() * sizeof(float));
   }
-  h.text(s.optimizer_name);
-  h.integer(s.optimizer_steps);
+  h.text(s.optimizer_name).integer(s.optimizer_steps);
   h.integer(static_cast<int64_t>(s.optimizer_state.size()));
   h.bytes(s.optimizer_state.data(), s.optimizer_state.size() * sizeof(float));
   h.integer(static_cast<int64_t>(s.rank_buffers.size()));
@@ -469,7 +443,12 @@ void check_checkpoint_dir(const std::string& dir) {
 }
 
 std::string write_checkpoint(const std::string& dir, const CheckpointState& state, int keep) {
-  const std::string name = checkpoint_file_name(state.steps_taken);
+  const auto steps = state.integers.find(kStepsTakenKey);
+  NOSTRUM_CHECK(
+      steps != state.integers.end(), DataError,
+      std::string("checkpoint state has no integer '") + kStepsTakenKey + "' (it names the file)",
+      dir);
+  const std::string name = checkpoint_file_name(steps->second);
   const std::string path = dir + "/" + name;
   const std::string temp = path + kTempMarker + std::to_string(::getpid());
   {
@@ -481,12 +460,6 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
       NOSTRUM_CHECK(file.valid(), IoError, "cannot create the checkpoint file", temp,
                     "is the checkpoint directory writable?");
       write_state(file.get(), state);
-      // /model_order: the tensors in table order (HDF5 lists links by name only).
-      std::string order;
-      for (const auto& t : state.model) order += t.name + "\n";
-      if (!order.empty()) order.pop_back();
-      write_array(file.get(), "model_order", H5T_STD_U8LE, H5T_NATIVE_UCHAR, {order.size()},
-                  order.data());
       NOSTRUM_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, IoError,
                     "cannot flush the checkpoint file (no space left?)", temp);
     } catch (const Error& e) {

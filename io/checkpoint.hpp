@@ -1,8 +1,8 @@
 // Checkpoints: one HDF5 file holding everything a resumed run needs (weights and BN buffers in the
-// weights-file layout /model/<key>, optimizer state, position, RNG seeds, time spent,
-// configuration) and a checksum over all of it; written atomically, pruned to the newest N,
-// searched newest-first with damaged or foreign files refused by name. Layout: io/README.md
-// "Checkpoints".
+// weights-file layout /model/<key>, optimizer state, the run's named scalars: position, seed,
+// time spent; configuration) and a checksum over all of it; written atomically, pruned to the
+// newest N, searched newest-first with damaged or foreign files refused by name. Layout:
+// io/README.md "Checkpoints".
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,12 @@
 
 namespace nostrum::io {
 
-constexpr int kCheckpointFormatVersion = 1;
+// The checkpoint_version attribute. 2: the run's scalars as named integers and reals,
+// checksummed with core/hash.hpp's Hash64. Version 1 files (no such attribute) are refused with a
+// message that says so. The format_version attribute stays the weights-file layout's (1).
+constexpr int kCheckpointFormatVersion = 2;
+// The integer the file is named by (checkpoint_file_name): steps since the run began.
+constexpr const char* kStepsTakenKey = "steps_taken";
 
 // What must match for a checkpoint to be resumed by a run: another model, dataset or global batch
 // would silently train something else.
@@ -44,22 +49,14 @@ struct CheckpointEval {
 struct CheckpointState {
   CheckpointIdentity identity;
   std::string options_text;  // the full option set, one "name = value" per line
-  int64_t ranks = 0;         // rank count that wrote it (informative: the sampler is global)
 
-  // Position: the next step the resumed run takes is (epoch, step_in_epoch), 0-based step.
-  int64_t epoch = 0;             // 1-based epoch in progress (or the next one when step_in_epoch 0)
-  int64_t step_in_epoch = 0;     // steps of `epoch` already taken
-  int64_t steps_taken = 0;       // steps since the run began (the LR schedule's position)
-  int64_t sampler_epoch = 0;     // the epoch the global sampler's permutation is for
-  int64_t sampler_position = 0;  // global samples of that permutation already consumed
-  uint64_t seed = 0;             // the run's seed (sampler, augmentation and init derive from it)
-  std::vector<uint64_t> rng_state;  // any further RNG state the run keeps (may be empty)
-
-  double seconds_spent = 0.0;  // time-to-solution so far (run_start to the checkpoint)
-  std::map<std::string, double> time_split;  // e.g. compute, data_wait, ... (seconds)
+  // The run's scalars by name (/run/integers/<name>, /run/reals/<name>): position, seed, time
+  // spent and split, counters. The trainer's one field table (src/train/run_state.hpp) fills and
+  // reads them; the writer, the reader and the checksum walk them as they are, so a new field
+  // needs no change here. integers[kStepsTakenKey] names the file.
+  std::map<std::string, int64_t> integers;
+  std::map<std::string, double> reals;
   std::vector<CheckpointEval> evals;
-  // Further named scalars of the run (e.g. the MLPerf log's open block): kept as given.
-  std::map<std::string, int64_t> counters;
 
   // Model and optimizer.
   std::vector<NamedTensor> model;      // every parameter and buffer (BN running stats) by key
@@ -96,8 +93,8 @@ void check_checkpoint_dir(const std::string& dir);
 std::string write_checkpoint(const std::string& dir, const CheckpointState& state, int keep);
 
 // Reads a checkpoint and verifies its format and checksum. IoError for a missing, truncated or
-// non-HDF5 file, DataError for a wrong format/version, a missing field or a checksum mismatch;
-// the message names the file.
+// non-HDF5 file, DataError for a wrong format/version (version 1: said so, with what to do), a
+// missing field or a checksum mismatch; the message names the file.
 CheckpointState read_checkpoint(const std::string& path);
 
 // Empty when state may be resumed by a run of identity `expected`; otherwise why not, naming what

@@ -139,8 +139,9 @@ ShardReader::ShardReader(const std::string& path, int64_t num_classes) : path_(p
                   "is the dataset directory complete?");
     NOSTRUM_CHECK(H5Fis_hdf5(path.c_str()) > 0, DataError, "not an HDF5 file (corrupt shard?)",
                   path);
-    // Read-only and never rewritten while training: no HDF5 file locks (they fail on some parallel
-    // file systems, see FACTS.md).
+    // Read-only and never rewritten while training: no HDF5 file locks (flock-based since HDF5
+    // 1.10; they fail on parallel file systems without lock support, hence HDF5's own
+    // HDF5_USE_FILE_LOCKING=FALSE switch and, from 1.10.7, H5Pset_file_locking).
     H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(access.get(), false, true);

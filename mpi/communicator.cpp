@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "nostrum/core/error.hpp"
 
@@ -100,6 +101,29 @@ double Communicator::allreduce_min(double value) const {
   return value;
 }
 
+void Communicator::allreduce_max(int* data, size_t count) const {
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min(kMaxChunk, count - done);
+    check(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_INT, MPI_MAX, comm_),
+          "MPI_Allreduce");
+    done += n;
+  }
+}
+
+void Communicator::gather(const float* send, size_t count, float* recv, int root) const {
+  if (count > kMaxChunk)
+    throw MpiError("gather of " + std::to_string(count) + " floats per rank exceeds INT_MAX",
+                   "rank " + std::to_string(world_rank()));
+  const int n = static_cast<int>(count);
+  check(MPI_Gather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, root, comm_), "MPI_Gather");
+}
+
+std::vector<uint64_t> Communicator::allgather(uint64_t mine) const {
+  std::vector<uint64_t> all(static_cast<size_t>(size_));
+  check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+  return all;
+}
+
 std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root) const {
   int length = static_cast<int>(mine.size());
   std::vector<int> lengths(size_);
@@ -124,6 +148,17 @@ Communicator Communicator::split(int colour, int key) const {
   MPI_Comm sub;
   check(MPI_Comm_split(comm_, colour, key, &sub), "MPI_Comm_split");
   return Communicator(sub);
+}
+
+void Communicator::abort(int code) const {
+  MPI_Abort(comm_, code);
+  std::abort();  // MPI_Abort does not return; should it, the process still ends
+}
+
+int Communicator::thread_level() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level;
 }
 
 }  // namespace nostrum::mpi

@@ -68,6 +68,10 @@ class StallWatchdog {
 
  private:
   void loop();
+  // How long the main thread has waited in the current collective at `now`; -1: not waiting.
+  int64_t waited_ms(int64_t now) const;
+  // Prints the message and aborts the job (or hands it to options_.on_stall).
+  void report_stall(const std::string& message) const;
   static int64_t now_ms();
 
   StallWatchdogOptions options_;

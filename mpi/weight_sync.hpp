@@ -11,13 +11,9 @@
 
 namespace nostrum::mpi {
 
-// 64-bit hash of the bytes (FNV-1a style over 8-byte words, then a final avalanche). Any change
-// of one bit changes it with overwhelming probability; not cryptographic.
-uint64_t checksum_bytes(const void* data, size_t bytes);
-
-// Collective. Every rank's checksum of data (count floats) is gathered on every rank; when one
-// differs from rank 0's, throws MpiError on every rank naming the differing ranks and `what`.
-// Returns the common checksum.
+// Collective. Every rank's checksum (nostrum::hash_bytes, core/hash.hpp) of data (count floats) is
+// gathered on every rank; when one differs from rank 0's, throws MpiError on every rank naming the
+// differing ranks and `what`. Returns the common checksum.
 uint64_t verify_identical(const Communicator& comm, const float* data, size_t count,
                           const std::string& what);
 

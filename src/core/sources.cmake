@@ -1,6 +1,8 @@
-# core: errors, shapes, arenas, the parameter table type.
+# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table.
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
 )

@@ -1,21 +1,18 @@
-// bf16 conversion, CPU feature detection (cpuid, xgetbv, Linux's AMX tile permission) and the
-// driver of the mixed-precision GEMM: it rounds A into 32-bit k-pair words (row-major, or
-// pair-major for a transposed A), blocks the product (256 columns x 168 rows x 192 k-pairs: the B
-// block ~196 KB in L2, one 32-column strip of it ~24 KB in L1) and hands the blocks to the
-// AVX512_BF16 tiles (bf16_avx512.cpp).
+// bf16 conversion and the driver of the mixed-precision GEMM: it rounds A into 32-bit k-pair words
+// (row-major, or pair-major for a transposed A), blocks the product (256 columns x 168 rows x 192
+// k-pairs: the B block ~196 KB in L2, one 32-column strip of it ~24 KB in L1) and hands the blocks
+// to the AVX512_BF16 tiles (bf16_avx512.cpp).
 #include "nostrum/kernels/bf16.hpp"
 
-#include <cpuid.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <vector>
 
 #include "bf16_avx512.hpp"
+#include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::kernels {
@@ -28,39 +25,6 @@ constexpr int kColumnsPerBlock = 256;
 
 int64_t round16(int64_t n) {
   return (n + 15) / 16 * 16;
-}
-
-Bf16Features detect() {
-  Bf16Features f;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return f;
-  __cpuid_count(1, 0, a, b, c, d);
-  const bool osxsave = (c >> 27) & 1;
-  uint64_t xcr0 = 0;
-  if (osxsave) {
-    uint32_t lo = 0, hi = 0;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    xcr0 = (uint64_t(hi) << 32) | lo;
-  }
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1;
-  const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
-  // The OS saves the opmask, upper-ZMM and hi16-ZMM state (XCR0 bits 5-7) and the SSE/AVX state.
-  f.avx512 = avx512f && avx512bw && (xcr0 & 0xe6) == 0xe6;
-  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  __cpuid_count(7, 1, a1, b1, c1, d1);
-  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1);
-  f.amx_bf16 = amx_bf16 && amx_tile;
-  // Tests of the paths for CPUs without the features (the error, the skip) set this.
-  if (const char* off = std::getenv("NOSTRUM_CPU_NO_BF16"); off && *off && *off != '0') {
-    f.avx512_bf16 = false;
-    f.amx_bf16 = false;
-  }
-  if (f.amx_bf16) {
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    f.amx_permitted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }
-  return f;
 }
 
 std::vector<uint32_t>& a_words() {
@@ -81,7 +45,7 @@ inline int64_t split(int64_t count, int part, int parts) {
 }  // namespace
 
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count) {
-  if (bf16_features().avx512) {
+  if (cpu_features().avx512()) {
     bf16_avx512::convert(dst, src, count);
     return;
   }
@@ -93,33 +57,19 @@ const char* precision_name(Precision p) {
 }
 
 Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  throw OptionError("unknown precision '" + name + "'", "--precision", "use fp32 or bf16");
-}
-
-std::string Bf16Features::describe() const {
-  std::string s = std::string("avx512=") + (avx512 ? "yes" : "no") +
-                  " avx512_bf16=" + (avx512_bf16 ? "yes" : "no") +
-                  " amx_bf16=" + (amx_bf16 ? "yes" : "no");
-  if (amx_bf16) s += std::string(" amx_tile_data=") + (amx_permitted ? "granted" : "refused");
-  return s;
-}
-
-const Bf16Features& bf16_features() {
-  static const Bf16Features f = detect();
-  return f;
+  static const std::vector<std::string> names = {"fp32", "bf16"};  // Precision order
+  return parse_enum_name<Precision>(name, names, "--precision");
 }
 
 bool bf16_available() {
-  return bf16_features().avx512_bf16;
+  return cpu_features().avx512_bf16;
 }
 
 void require_bf16(const std::string& where) {
-  const Bf16Features& f = bf16_features();
+  const CpuFeatures& f = cpu_features();
   if (f.avx512_bf16) return;
   throw OptionError(std::string("bf16 precision needs the CPU feature ") +
-                        (f.avx512 ? "AVX512_BF16" : "AVX512F/AVX512BW") +
+                        (f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW") +
                         ", which this CPU lacks (" + f.describe() + ")",
                     where, "run with --precision fp32");
 }
@@ -241,7 +191,7 @@ double bf16_dot_probe_seconds(int64_t iterations) {
 }
 
 double fp32_fma_probe_seconds(int64_t iterations) {
-  NOSTRUM_CHECK(bf16_features().avx512, OptionError, "the FMA probe needs AVX512F",
+  NOSTRUM_CHECK(cpu_features().avx512(), OptionError, "the FMA probe needs AVX512F",
                 "fp32_fma_probe");
   const auto t0 = std::chrono::steady_clock::now();
   volatile float sink = bf16_avx512::fma_probe(iterations);

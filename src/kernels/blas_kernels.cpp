@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/kernels/gemm.hpp"
 
 namespace nostrum::kernels {
@@ -24,12 +25,9 @@ bool is_generic_core(const std::string& name) {
 }
 
 const char* best_supported_core() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512cd"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512cd) return "SkylakeX";
+  if (f.avx2 && f.fma) return "Haswell";
   return nullptr;
 }
 

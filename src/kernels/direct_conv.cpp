@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "direct_conv_avx512.hpp"
+#include "nostrum/core/cpu_features.hpp"
 
 namespace nostrum::kernels {
 
@@ -166,8 +167,7 @@ inline int64_t blocked_index(int64_t k, int64_t i, int64_t positions, int64_t ou
 }  // namespace
 
 bool direct_conv_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
+  return cpu_features().avx512f;
 }
 
 bool direct_conv_forward_fits(const ConvGeometry& s) {

@@ -183,6 +183,115 @@ void check_rows(double count, int C) {
                 "use a larger batch or spatial size");
 }
 
+// What the training forward writes per channel: the batch statistics kept for backward and the
+// running estimates it updates.
+struct ChannelStatistics {
+  float* save_mean;
+  float* save_invstd;
+  float* running_mean;
+  float* running_var;
+};
+
+// Channel c's invstd and running estimates from its batch mean (already in save_mean[c]) and
+// biased variance var over count values (unbiased for the running variance, as PyTorch).
+inline void finish_channel(const ChannelStatistics& s, int c, double var, double count,
+                           const BatchNormOptions& options) {
+  s.save_invstd[c] = static_cast<float>(1.0 / std::sqrt(var + options.eps));
+  const double m = options.momentum;
+  s.running_mean[c] = static_cast<float>((1.0 - m) * s.running_mean[c] + m * s.save_mean[c]);
+  s.running_var[c] =
+      static_cast<float>((1.0 - m) * s.running_var[c] + m * var * count / (count - 1));
+}
+
+// Per-rank statistics, step 1 (inside a parallel region): each chunk's mean and squared deviations
+// from it (two passes over a chunk that is still in cache), chunk_mean and chunk_m2 (kChunks, C).
+void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, int64_t rows, int C) {
+  const int64_t chunks = chunk_count(rows);
+  const int64_t per = (rows + chunks - 1) / chunks;
+#pragma omp for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double* mean = chunk_mean + k * C;
+    double* m2 = chunk_m2 + k * C;
+    for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    if (r1 > r0) {
+      sum_rows(mean, in + r0 * C, r1 - r0, C);
+      for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
+      squared_deviation_rows(m2, in + r0 * C, mean, r1 - r0, C);
+    }
+  }
+}
+
+// Per-rank statistics, step 2 (inside a parallel region): the chunks combined in chunk order with
+// Chan et al.'s pairwise update: numerically safe like two global passes, in a fixed order.
+void combine_chunk_moments(const ChannelStatistics& s, const double* chunk_mean,
+                           const double* chunk_m2, int64_t rows, int C,
+                           const BatchNormOptions& options) {
+  const int64_t chunks = chunk_count(rows);
+  const int64_t per = (rows + chunks - 1) / chunks;
+  const double count = static_cast<double>(rows);
+#pragma omp for schedule(static)
+  for (int c = 0; c < C; ++c) {
+    double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      const double n_b =
+          static_cast<double>(std::min(rows, (k + 1) * per) - std::min(rows, k * per));
+      if (n_b <= 0.0) continue;
+      const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
+      mean_a += delta * (n_b / n_ab);
+      m2_a += chunk_m2[k * C + c] + delta * delta * (n_a * n_b / n_ab);
+      n_a = n_ab;
+    }
+    s.save_mean[c] = static_cast<float>(mean_a);
+    finish_channel(s, c, m2_a / count, count, options);
+  }
+}
+
+// Sync-BN statistics: global sums over the reducer's group, so two passes around the global mean
+// (the mean, then the squared deviations from it), each summed over the group.
+void synced_statistics(const ChannelStatistics& s, double* scratch, const float* in, int64_t rows,
+                       int C, const BatchNormOptions& options) {
+  double* partial = scratch;                  // (kChunks, C)
+  double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    sum_rows(acc, in + r * C, count, C);
+  });
+  total[C] = static_cast<double>(rows);
+  options.reducer->sum(total, C + 1);
+  const double count = total[C];
+  check_rows(count, C);
+  for (int c = 0; c < C; ++c) s.save_mean[c] = static_cast<float>(total[c] / count);
+  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
+    squared_deviation_rows(acc, in + r * C, s.save_mean, count, C);
+  });
+  options.reducer->sum(total, C);
+  for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
+}
+
+// The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
+struct Normalization {
+  float* out;
+  const float* in;
+  const float* gamma;
+  const float* beta;
+  const float* mean;
+  const float* invstd;
+  int64_t rows;
+  int C;
+  const BatchNormOptions* options;
+};
+
+// The calling thread's share of the rows (inside a parallel region).
+void normalize_thread_rows(const Normalization& n) {
+  const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  const int64_t r0 = n.rows * t / nt, r1 = n.rows * (t + 1) / nt;
+  const float* residual = n.options->residual;
+  const int C = n.C;
+  if (r1 > r0)
+    normalize_rows(n.out + r0 * C, n.in + r0 * C, residual ? residual + r0 * C : nullptr, n.mean,
+                   n.invstd, n.gamma, n.beta, r1 - r0, C, n.options->fuse_relu);
+}
+
 }  // namespace
 
 size_t batch_norm_scratch_doubles(int C) {
@@ -194,95 +303,22 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  float* running_mean, float* running_var, const float* in,
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch) {
-  double* partial = scratch;                  // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
+  const ChannelStatistics stats{save_mean, save_invstd, running_mean, running_var};
+  const Normalization norm{out, in, gamma, beta, save_mean, save_invstd, rows, C, &options};
   if (!options.reducer) {
-    // One read of the input for both statistics: each chunk's mean and squared deviations from it
-    // (two passes over a chunk that is still in cache), combined in chunk order with Chan et al.'s
-    // pairwise update. Numerically safe like the two global passes, fixed order, one region.
+    // One read of the input for both statistics and the normalisation, in one parallel region.
     check_rows(static_cast<double>(rows), C);
-    double* chunk_mean = partial;              // (kChunks, C)
-    double* chunk_m2 = partial + kChunks * C;  // (kChunks, C)
-    const int64_t chunks = chunk_count(rows);
-    const int64_t per = (rows + chunks - 1) / chunks;
-    const double count = static_cast<double>(rows);
-    const double m = options.momentum;
 #pragma omp parallel
     {
-#pragma omp for schedule(static)
-      for (int64_t k = 0; k < chunks; ++k) {
-        double* mean = chunk_mean + k * C;
-        double* m2 = chunk_m2 + k * C;
-        for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
-        const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-        if (r1 > r0) {
-          sum_rows(mean, in + r0 * C, r1 - r0, C);
-          for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
-          squared_deviation_rows(m2, in + r0 * C, mean, r1 - r0, C);
-        }
-      }
-#pragma omp for schedule(static)
-      for (int c = 0; c < C; ++c) {
-        double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
-        for (int64_t k = 0; k < chunks; ++k) {
-          const double n_b =
-              static_cast<double>(std::min(rows, (k + 1) * per) - std::min(rows, k * per));
-          if (n_b <= 0.0) continue;
-          const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
-          mean_a += delta * (n_b / n_ab);
-          m2_a += chunk_m2[k * C + c] + delta * delta * (n_a * n_b / n_ab);
-          n_a = n_ab;
-        }
-        const double var = m2_a / count;
-        save_mean[c] = static_cast<float>(mean_a);
-        save_invstd[c] = static_cast<float>(1.0 / std::sqrt(var + options.eps));
-        running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
-        running_var[c] =
-            static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
-      }
-      // Pass 2: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-      if (r1 > r0)
-        normalize_rows(out + r0 * C, in + r0 * C,
-                       options.residual ? options.residual + r0 * C : nullptr, save_mean,
-                       save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
+      chunk_moments(scratch, scratch + kChunks * C, in, rows, C);
+      combine_chunk_moments(stats, scratch, scratch + kChunks * C, rows, C, options);
+      normalize_thread_rows(norm);
     }
     return;
   }
-  // With a reducer (sync-BN) the statistics are global sums: two passes around the global mean.
-  // Pass 1: the mean (global over the reducer's group).
-  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    sum_rows(acc, in + r * C, count, C);
-  });
-  total[C] = static_cast<double>(rows);
-  if (options.reducer) options.reducer->sum(total, C + 1);
-  const double count = total[C];
-  check_rows(count, C);
-  for (int c = 0; c < C; ++c) save_mean[c] = static_cast<float>(total[c] / count);
-  // Pass 2: the sum of squared deviations from that mean.
-  chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    squared_deviation_rows(acc, in + r * C, save_mean, count, C);
-  });
-  if (options.reducer) options.reducer->sum(total, C);
-  for (int c = 0; c < C; ++c) {
-    const double var = total[c] / count;
-    const double invstd = 1.0 / std::sqrt(var + options.eps);
-    save_invstd[c] = static_cast<float>(invstd);
-    const double m = options.momentum;
-    running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * save_mean[c]);
-    running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * var * count / (count - 1));
-  }
-  // Pass 3: out = (x - mean) * invstd * gamma + beta (+ residual), optionally ReLU.
-  const float* residual = options.residual;
+  synced_statistics(stats, scratch, in, rows, C, options);
 #pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    if (r1 > r0)
-      normalize_rows(out + r0 * C, in + r0 * C, residual ? residual + r0 * C : nullptr, save_mean,
-                     save_invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
-  }
+  normalize_thread_rows(norm);
 }
 
 void batch_norm_forward_inference(float* out, const float* in, const float* gamma,

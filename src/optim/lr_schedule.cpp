@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::optim {
@@ -23,12 +24,7 @@ const std::vector<std::string>& schedule_names() {
 }
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
-  const auto& names = schedule_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return static_cast<ScheduleKind>(i);
-  std::string choices;
-  for (const auto& n : names) choices += (choices.empty() ? "" : ", ") + n;
-  throw OptionError("invalid value '" + name + "'", "--lr-schedule", "valid choices: " + choices);
+  return parse_enum_name<ScheduleKind>(name, schedule_names(), "--lr-schedule");
 }
 
 std::string to_string(ScheduleKind kind) {

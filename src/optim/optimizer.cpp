@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::optim {
@@ -17,10 +18,7 @@ const char* to_string(OptimizerKind kind) {
 }
 
 OptimizerKind parse_optimizer_kind(const std::string& name) {
-  const auto& names = optimizer_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return static_cast<OptimizerKind>(i);
-  throw OptionError("invalid value '" + name + "'", "--optimizer", "valid choices: sgd, lars");
+  return parse_enum_name<OptimizerKind>(name, optimizer_names(), "--optimizer");
 }
 
 void check_momentum_and_decay(float momentum, float weight_decay) {

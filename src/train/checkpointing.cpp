@@ -2,17 +2,16 @@
 // non-finite checks, and the mapping between a Run and an io::CheckpointState.
 #include "checkpointing.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <fstream>
 #include <iterator>
+#include <type_traits>
 
 #include "io/checkpoint.hpp"
-#include "mpi/weight_sync.hpp"
+#include "nostrum/core/hash.hpp"
 
 namespace nostrum::train {
 
@@ -22,6 +21,31 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int signal_number) {
   g_stop_signal = signal_number;
+}
+
+// One field of the table (run_state.hpp) into the checkpoint's named integers or reals, and back
+// (DataError naming the field when the checkpoint lacks it).
+template <typename T>
+void put(io::CheckpointState& c, const char* name, const T& value) {
+  if constexpr (std::is_floating_point_v<T>)
+    c.reals[name] = value;
+  else
+    c.integers[name] = static_cast<int64_t>(value);
+}
+
+template <typename T>
+void take(const io::CheckpointState& c, const char* name, T& value, const std::string& path) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const auto it = c.reals.find(name);
+    NOSTRUM_CHECK(it != c.reals.end(), DataError,
+                  std::string("checkpoint has no /run/reals/") + name, path);
+    value = it->second;
+  } else {
+    const auto it = c.integers.find(name);
+    NOSTRUM_CHECK(it != c.integers.end(), DataError,
+                  std::string("checkpoint has no /run/integers/") + name, path);
+    value = static_cast<T>(it->second);
+  }
 }
 
 }  // namespace
@@ -45,11 +69,7 @@ void raise_stop_flag(int signal_number) {
 StepAgreement agree(const mpi::Communicator& world, bool stop, bool checkpoint_due,
                     bool nonfinite) {
   int flags[3] = {stop ? 1 : 0, checkpoint_due ? 1 : 0, nonfinite ? 1 : 0};
-  if (world.size() > 1) {
-    const int code = MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, world.handle());
-    NOSTRUM_CHECK(code == MPI_SUCCESS, MpiError, "MPI_Allreduce of the step flags failed",
-                  "rank " + std::to_string(world.rank()));
-  }
+  if (world.size() > 1) world.allreduce_max(flags, 3);
   return {flags[0] != 0, flags[1] != 0, flags[2] != 0};
 }
 
@@ -76,7 +96,7 @@ std::string manifest_identity(const std::string& data_dir) {
   std::ifstream file(path, std::ios::binary);
   NOSTRUM_CHECK(file.good(), IoError, "cannot read the dataset manifest", path);
   const std::string text((std::istreambuf_iterator<char>(file)), {});
-  const uint64_t h = mpi::checksum_bytes(text.data(), text.size());
+  const uint64_t h = hash_bytes(text.data(), text.size());
   char hex[40];
   std::snprintf(hex, sizeof hex, "manifest checksum %016llx", static_cast<unsigned long long>(h));
   return hex;
@@ -84,93 +104,92 @@ std::string manifest_identity(const std::string& data_dir) {
 
 io::CheckpointIdentity run_identity(const Run& run) {
   io::CheckpointIdentity id;
-  id.model = run.options.model + " width " + std::to_string(run.options.width) + ", " +
+  const model::ModelConfig& m = run.config.model.config;
+  id.model = m.name + " width " + std::to_string(m.width) + ", " +
              std::to_string(run.model->parameter_count()) + " parameters";
-  id.dataset = manifest_identity(run.options.data_dir);
+  id.dataset = manifest_identity(run.config.data.dir);
   id.train_samples = run.train_loader ? run.train_loader->split_samples() : 0;
   id.eval_samples = run.plan.eval_samples;
   id.global_batch = run.plan.global_batch;
   return id;
 }
 
-io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes,
-                                       bool epoch_closed) {
-  const RunState& s = run.state;
+io::CheckpointState capture_checkpoint(Run& run, const CheckpointMark& mark, bool epoch_closed) {
   model::Model& net = *run.model;
   io::CheckpointState c;
   // Every rank's BN buffers, rank-major, on rank 0.
   const size_t nb = net.buffer_count();
   if (run.rank0()) c.rank_buffers.resize(nb * static_cast<size_t>(run.world.size()));
   if (run.world.size() > 1) {
-    const int code =
-        MPI_Gather(net.buffer_data(), static_cast<int>(nb), MPI_FLOAT, c.rank_buffers.data(),
-                   static_cast<int>(nb), MPI_FLOAT, 0, run.world.handle());
-    NOSTRUM_CHECK(code == MPI_SUCCESS, MpiError, "MPI_Gather of the BN buffers failed",
-                  "rank " + std::to_string(run.world.rank()));
+    run.world.gather(net.buffer_data(), nb, c.rank_buffers.data(), 0);
   } else {
     std::copy(net.buffer_data(), net.buffer_data() + nb, c.rank_buffers.begin());
   }
   if (!run.rank0()) return c;
   c.identity = run_identity(run);
-  c.options_text = run.options.options_text;
-  c.ranks = run.world.size();
-  c.epoch = epoch_closed ? s.epoch + 1 : s.epoch;
-  c.step_in_epoch = epoch_closed ? 0 : s.step_in_epoch;
-  c.steps_taken = s.steps_taken;
-  c.sampler_epoch = c.epoch - 1;  // the loader's epoch argument
-  c.sampler_position = c.step_in_epoch * run.plan.global_batch;
-  c.seed = s.seed;
-  c.seconds_spent = seconds_spent;
-  c.time_split = {{"compute", s.time.compute},
-                  {"exposed_allreduce", s.time.exposed_allreduce},
-                  {"hidden_allreduce", s.time.hidden_allreduce},
-                  {"data_wait", s.time.data_wait},
-                  {"evaluation", s.time.evaluation},
-                  {"train_seconds", s.train_seconds}};
-  for (const auto& e : s.evals) c.evals.push_back({e.epoch, e.accuracy, e.seconds_since_run_start});
-  c.counters = {{"images_trained", s.images_trained}, {"mllog_bytes", mllog_bytes}};
+  c.options_text = run.config.logging.options_text;
+  RunState saved = run.state;
+  if (epoch_closed) {
+    ++saved.epoch;
+    saved.step_in_epoch = 0;
+  }
+  for_each_field(saved, [&](const StateField& f, const auto& value) { put(c, f.name, value); });
+  for_each_mark_field(mark, [&](const StateField& f, const auto& value) { put(c, f.name, value); });
+  for (const auto& e : saved.evals)
+    c.evals.push_back({e.epoch, e.accuracy, e.seconds_since_run_start});
   c.model = io::capture_tensors(net.parameters());
-  c.optimizer_name = run.optimizer->name();
-  c.optimizer_steps = run.optimizer->steps_taken();
   const optim::Optimizer& opt = *run.optimizer;
+  c.optimizer_name = opt.name();
+  c.optimizer_steps = opt.steps_taken();
   c.optimizer_state.assign(opt.state().data(), opt.state().data() + opt.state().used());
   return c;
+}
+
+SavedRun saved_run(const io::CheckpointState& c, const std::string& path) {
+  SavedRun saved;
+  for_each_field(saved.state,
+                 [&](const StateField& f, auto& value) { take(c, f.name, value, path); });
+  for_each_mark_field(saved.mark,
+                      [&](const StateField& f, auto& value) { take(c, f.name, value, path); });
+  for (const auto& e : c.evals)
+    saved.state.evals.push_back({static_cast<int>(e.epoch), e.accuracy, e.seconds_since_run_start});
+  return saved;
 }
 
 std::string write_run_checkpoint(Run& run, const io::CheckpointState& state) {
   std::string outcome;  // rank 0: "ok <path>" or "error <message>"
   if (run.rank0()) {
     try {
-      outcome = "ok " + io::write_checkpoint(run.options.checkpoint_dir, state,
-                                             run.options.keep_checkpoints);
+      const CheckpointConfig& cc = run.config.checkpoint;
+      outcome = "ok " + io::write_checkpoint(cc.dir, state, cc.keep);
     } catch (const Error& e) {
       outcome = std::string("error ") + e.what();
     }
   }
   run.world.broadcast(outcome, 0);
   NOSTRUM_CHECK(outcome.rfind("ok ", 0) == 0, IoError, outcome.substr(6),
-                "rank 0 (--checkpoint-dir " + run.options.checkpoint_dir + ")",
+                "rank 0 (--checkpoint-dir " + run.config.checkpoint.dir + ")",
                 "the run stops rather than go on without checkpoints");
   return outcome.substr(3);
 }
 
 ResumePoint find_resume_point(const Run& run, const std::function<void(const std::string&)>& say) {
   const io::CheckpointIdentity expected = run_identity(run);
+  const CheckpointConfig& cc = run.config.checkpoint;
   std::string chosen;  // rank 0's choice, or "error <message>"
   if (run.rank0()) {
-    if (!run.options.resume_from.empty()) {
+    if (!cc.resume_from.empty()) {
       try {
-        io::load_checkpoint(run.options.resume_from, expected);
-        chosen = run.options.resume_from;
+        io::load_checkpoint(cc.resume_from, expected);
+        chosen = cc.resume_from;
       } catch (const Error& e) {
         chosen = std::string("error ") + e.what();
       }
     } else {
-      const io::FoundCheckpoint found =
-          io::find_latest_checkpoint(run.options.checkpoint_dir, expected);
+      const io::FoundCheckpoint found = io::find_latest_checkpoint(cc.dir, expected);
       for (const auto& why : found.refused) say("checkpoint refused: " + why);
       if (found.path.empty())
-        say("--resume: no usable checkpoint in " + run.options.checkpoint_dir +
+        say("--resume: no usable checkpoint in " + cc.dir +
             (found.refused.empty() ? "" : " (every one refused, see above)") + ": starting afresh");
       else if (!found.refused.empty())
         say("--resume: falling back to the newest good checkpoint " + found.path);
@@ -187,30 +206,35 @@ ResumePoint find_resume_point(const Run& run, const std::function<void(const std
   return point;
 }
 
-void restore_checkpoint(Run& run, const io::CheckpointState& c, const std::string& path) {
+namespace {
+
+// The BN buffers: this rank's own when the rank count is the same (bit-identical resume), else
+// the average over the saved ranks, as an evaluation would use.
+void restore_bn_buffers(Run& run, const io::CheckpointState& c, int64_t saved_ranks,
+                        const std::string& path) {
   model::Model& net = *run.model;
-  io::restore_tensors(c.model, net.parameters(), path);
   const size_t nb = net.buffer_count();
-  const int64_t saved_ranks = c.ranks;
   NOSTRUM_CHECK(c.rank_buffers.size() == nb * static_cast<size_t>(saved_ranks), DataError,
                 "checkpoint holds " + std::to_string(c.rank_buffers.size()) +
                     " per-rank batch-norm values, expected " + std::to_string(nb) + " x " +
                     std::to_string(saved_ranks) + " ranks",
                 path);
-  if (nb > 0) {
-    float* buffers = net.buffer_data();
-    if (saved_ranks == run.world.size()) {  // this rank's own statistics: bit-identical resume
-      const float* own = c.rank_buffers.data() + nb * static_cast<size_t>(run.world.rank());
-      std::copy(own, own + nb, buffers);
-    } else {  // another rank count: the average, as an evaluation would use
-      for (size_t i = 0; i < nb; ++i) {
-        double sum = 0;
-        for (int64_t r = 0; r < saved_ranks; ++r) sum += c.rank_buffers[nb * r + i];
-        buffers[i] = static_cast<float>(sum / saved_ranks);
-      }
-    }
+  if (nb == 0) return;
+  float* buffers = net.buffer_data();
+  if (saved_ranks == run.world.size()) {
+    const float* own = c.rank_buffers.data() + nb * static_cast<size_t>(run.world.rank());
+    std::copy(own, own + nb, buffers);
+    return;
   }
-  optim::Optimizer& opt = *run.optimizer;
+  for (size_t i = 0; i < nb; ++i) {
+    double sum = 0;
+    for (int64_t r = 0; r < saved_ranks; ++r) sum += c.rank_buffers[nb * r + i];
+    buffers[i] = static_cast<float>(sum / saved_ranks);
+  }
+}
+
+void restore_optimizer(optim::Optimizer& opt, const io::CheckpointState& c,
+                       const std::string& path) {
   NOSTRUM_CHECK(
       c.optimizer_name == opt.name(), DataError,
       "checkpoint was written with optimizer " + c.optimizer_name + ", this run uses " + opt.name(),
@@ -221,30 +245,16 @@ void restore_checkpoint(Run& run, const io::CheckpointState& c, const std::strin
                 path);
   std::copy(c.optimizer_state.begin(), c.optimizer_state.end(), opt.state().data());
   opt.set_steps_taken(c.optimizer_steps);
+}
 
-  RunState& s = run.state;
-  s.epoch = static_cast<int>(c.epoch);
-  s.step_in_epoch = c.step_in_epoch;
-  s.steps_taken = c.steps_taken;
-  s.seed = c.seed;
-  auto split = [&](const char* key) {
-    auto it = c.time_split.find(key);
-    return it == c.time_split.end() ? 0.0 : it->second;
-  };
-  s.time.compute = split("compute");
-  s.time.exposed_allreduce = split("exposed_allreduce");
-  s.time.hidden_allreduce = split("hidden_allreduce");
-  s.time.data_wait = split("data_wait");
-  s.time.evaluation = split("evaluation");
-  s.train_seconds = split("train_seconds");
-  s.evals.clear();
-  for (const auto& e : c.evals)
-    s.evals.push_back({static_cast<int>(e.epoch), e.accuracy, e.seconds_since_run_start});
-  auto counter = [&](const char* key) {
-    auto it = c.counters.find(key);
-    return it == c.counters.end() ? int64_t{0} : it->second;
-  };
-  s.images_trained = counter("images_trained");
+}  // namespace
+
+void restore_checkpoint(Run& run, const io::CheckpointState& c, const std::string& path) {
+  const SavedRun saved = saved_run(c, path);
+  io::restore_tensors(c.model, run.model->parameters(), path);
+  restore_bn_buffers(run, c, saved.mark.ranks, path);
+  restore_optimizer(*run.optimizer, c, path);
+  run.state = saved.state;
 }
 
 }  // namespace nostrum::train

@@ -15,14 +15,6 @@
 
 namespace nostrum::train {
 
-// Exit statuses of nostrum-train (README "Exit statuses").
-constexpr int kExitSuccess = 0;       // the target was reached (or --eval-only evaluated)
-constexpr int kExitError = 1;         // an error: bad option, data, file, MPI failure, ...
-constexpr int kExitTargetMissed = 2;  // the epoch/step budget ran out before the target
-constexpr int kExitCheckpointed = 3;  // stopped by SIGTERM/SIGUSR1 after a checkpoint: requeue
-// 4: the stall watchdog aborted the job (mpi::kStallExitStatus)
-constexpr int kExitNonFinite = 5;  // the loss or a gradient became NaN/Inf: the run stopped
-
 // The loss or a gradient became NaN or Inf (every rank throws it at the same step).
 class NonFiniteError : public DataError {
   using DataError::DataError;
@@ -50,17 +42,25 @@ std::string first_nonfinite(const ParameterTable& table);
 
 // The identity a checkpoint must match to be resumed by this run.
 io::CheckpointIdentity run_identity(const Run& run);
-// mpi::checksum_bytes of the dataset's manifest.txt (its identity: splits, shards, counts,
+// The hash (core/hash.hpp) of the dataset's manifest.txt (its identity: splits, shards, counts,
 // classes).
 std::string manifest_identity(const std::string& data_dir);
 
 // Collective: every rank's BN buffers are gathered to rank 0. The state of the run as it stands
-// (after state.step_in_epoch steps of state.epoch). epoch_closed: the epoch's end, evaluation and
-// log lines are done, so it is saved as the next epoch at step 0; otherwise (a signal or timed
-// checkpoint, even after an epoch's last step) the resumed run closes the epoch itself.
-// seconds_spent: time-to-solution so far. mllog_bytes: the MLPerf log's size (rank 0).
-io::CheckpointState capture_checkpoint(Run& run, double seconds_spent, int64_t mllog_bytes,
-                                       bool epoch_closed);
+// (after state.step_in_epoch steps of state.epoch): every field of the table (run_state.hpp) of
+// run.state and of mark (the run's ranks, time-to-solution so far, MLPerf log size), the
+// evaluations, model and optimizer. epoch_closed: the epoch's end, evaluation and log lines are
+// done, so it is saved as the next epoch at step 0; otherwise (a signal or timed checkpoint, even
+// after an epoch's last step) the resumed run closes the epoch itself.
+io::CheckpointState capture_checkpoint(Run& run, const CheckpointMark& mark, bool epoch_closed);
+
+// The run's state and mark in a checkpoint, read through the same field table; DataError naming
+// the checkpoint and the field it lacks.
+struct SavedRun {
+  RunState state;
+  CheckpointMark mark;
+};
+SavedRun saved_run(const io::CheckpointState& state, const std::string& path);
 
 // Collective: rank 0 writes (atomically, pruning to --keep-checkpoints); every rank learns the
 // outcome and throws the same IoError when it failed. Returns the path.
@@ -76,7 +76,7 @@ struct ResumePoint {
 ResumePoint find_resume_point(const Run& run, const std::function<void(const std::string&)>& say);
 
 // Every rank: the model, BN buffers (this rank's own when the rank count is the same, else the
-// average over the saved ranks), the optimizer state and steps, and the run's position and time.
+// average over the saved ranks), the optimizer state and steps, and run.state (saved_run).
 void restore_checkpoint(Run& run, const io::CheckpointState& state, const std::string& path);
 
 }  // namespace nostrum::train

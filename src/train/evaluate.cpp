@@ -36,7 +36,7 @@ double evaluate(Run& run, std::vector<int64_t>* scored) {
   NOSTRUM_CHECK(counts[1] == run.plan.eval_samples, DataError,
                 "evaluation scored " + std::to_string(counts[1]) + " samples, the split has " +
                     std::to_string(run.plan.eval_samples),
-                run.options.data_dir + " split val");
+                run.config.data.dir + " split val");
   return static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
 }
 

@@ -25,43 +25,40 @@ std::string format_duration(double seconds) {
 }
 
 log::ResnetHyperparameters hyperparameters(const Run& run) {
-  const TrainOptions& o = run.options;
+  const OptimizerConfig& o = run.config.optimizer;
+  const ScheduleConfig& schedule = run.config.schedule;
+  const ParallelConfig& p = run.config.parallel;
+  const int64_t batch = run.config.data.batch_size;
   log::ResnetHyperparameters h;
-  h.optimizer = o.optimizer;
+  h.optimizer = o.kind;
   h.base_lr = run.plan.base_lr;
-  h.end_lr = o.end_lr;
-  h.poly_power = o.poly_power;
+  h.end_lr = schedule.end_lr;
+  h.poly_power = schedule.poly_power;
   h.decay_steps = run.schedule->options().decay_steps;
-  h.warmup_epochs = o.warmup_epochs;
+  h.warmup_epochs = schedule.warmup_epochs;
   h.momentum = o.momentum;
   h.weight_decay = o.weight_decay;
   h.epsilon = 0.0;
-  h.bn_span = o.sync_bn
-                  ? int64_t{o.batch_size} * (o.sync_bn_group ? o.sync_bn_group : run.plan.ranks)
-                  : o.batch_size;
+  h.bn_span = p.sync_bn ? batch * (p.sync_bn_group ? p.sync_bn_group : run.plan.ranks) : batch;
   return h;
 }
 
 // The MLPerf block an epoch belongs to starts after the previous evaluation.
-int block_first_epoch(const TrainOptions& options, int epoch) {
+int block_first_epoch(const EvaluationConfig& evaluation, int epoch) {
   int first = epoch;
-  while (first > 1 && !eval_due(options, first - 1)) --first;
+  while (first > 1 && !evaluation.due_after(first - 1)) --first;
   return first;
 }
 
 }  // namespace
 
-bool eval_due(const TrainOptions& o, int epoch) {
-  return (epoch > o.eval_offset && (epoch - o.eval_offset) % o.eval_every == 0) ||
-         epoch == o.epochs;
-}
-
 std::vector<std::string> closed_division_violations(const Run& run) {
   std::vector<std::string> violations = log::closed_division_violations(hyperparameters(run));
-  if (run.options.lr_schedule != optim::ScheduleKind::kPolynomial)
+  if (run.config.schedule.kind != optim::ScheduleKind::kPolynomial)
     violations.push_back(
         "the closed division's ResNet recipe decays the LR polynomially (--lr-schedule poly)");
-  if (!run.options.exempt_bias_and_norm)
+  // What the optimizer does (LARS exempts them always), not which flag was given.
+  if (!run.config.optimizer.exempt_bias_and_norm)
     violations.push_back("the reference exempts BN and bias parameters from weight decay");
   return violations;
 }
@@ -79,16 +76,16 @@ void ProgressPrinter::on_setup_done(const Run& run) {
     out_ << note << (note.empty() || note.back() != '\n' ? "\n" : "");
   }
   out_.flush();
-  if (run.options.eval_only) return;
+  if (run.config.evaluation.only) return;
   for (const std::string& v : closed_division_violations(run))
     say("warning: MLPerf closed division: " + v + " (logged as open)");
-  const TrainOptions& o = run.options;
-  say("recipe: " + std::string(optim::to_string(o.optimizer)) + " lr " +
-      std::to_string(run.plan.base_lr) + " (" + optim::to_string(o.lr_schedule) + ", warmup " +
-      std::to_string(o.warmup_epochs) + " epochs), global batch " +
+  const RunConfig& c = run.config;
+  say("recipe: " + std::string(optim::to_string(c.optimizer.kind)) + " lr " +
+      std::to_string(run.plan.base_lr) + " (" + optim::to_string(c.schedule.kind) + ", warmup " +
+      std::to_string(c.schedule.warmup_epochs) + " epochs), global batch " +
       std::to_string(run.plan.global_batch) + ", " + std::to_string(run.plan.steps_per_epoch) +
-      " steps/epoch, target " + std::to_string(o.target_accuracy) +
-      " in <= " + std::to_string(o.epochs) + " epochs");
+      " steps/epoch, target " + std::to_string(c.training.target_accuracy) +
+      " in <= " + std::to_string(c.training.epochs) + " epochs");
 }
 
 void ProgressPrinter::on_run_start(const Run&) {
@@ -106,7 +103,7 @@ void ProgressPrinter::on_step(const Run& run, const StepRecord& step) {
   epoch_loss_sum_ += step.loss;
   ++epoch_steps_;
   const double elapsed = step.end_s - epoch_start_s_;
-  if (!enabled_ || elapsed - last_progress_s_ < run.options.progress_seconds) return;
+  if (!enabled_ || elapsed - last_progress_s_ < run.config.logging.progress_seconds) return;
   last_progress_s_ = elapsed;
   const int64_t total = run.plan.steps_per_epoch;
   const double rate = epoch_steps_ * run.plan.global_batch / elapsed;
@@ -127,7 +124,7 @@ void ProgressPrinter::on_epoch_end(const Run& run, const EpochSummary& e) {
       line, sizeof line,
       "epoch %d/%d  loss %.4f  %.0f img/s  %.1f s  (data wait %.1f%%, allreduce "
       "%.2f s of which hidden %.0f%%)",
-      e.epoch, run.options.epochs, e.mean_loss, e.images_per_second, e.seconds,
+      e.epoch, run.config.training.epochs, e.mean_loss, e.images_per_second, e.seconds,
       e.seconds > 0 ? 100.0 * e.data_wait_seconds / e.seconds : 0.0, e.comm.allreduce_seconds,
       e.comm.allreduce_seconds > 0 ? 100.0 * e.comm.hidden_seconds / e.comm.allreduce_seconds
                                    : 0.0);
@@ -135,38 +132,39 @@ void ProgressPrinter::on_epoch_end(const Run& run, const EpochSummary& e) {
 }
 
 void ProgressPrinter::on_eval(const Run& run, const EvalPoint& eval) {
-  if (run.options.eval_only) {
+  if (run.config.evaluation.only) {
     say("eval-only: top-1 accuracy " + std::to_string(eval.accuracy) + " on " +
         std::to_string(run.plan.eval_samples) + " images");
     return;
   }
   say("eval after epoch " + std::to_string(eval.epoch) + ": top-1 accuracy " +
-      std::to_string(eval.accuracy) + " (target " + std::to_string(run.options.target_accuracy) +
-      ") at " + format_duration(eval.seconds_since_run_start));
+      std::to_string(eval.accuracy) + " (target " +
+      std::to_string(run.config.training.target_accuracy) + ") at " +
+      format_duration(eval.seconds_since_run_start));
 }
 
 // ---- MlperfObserver
 // -------------------------------------------------------------------------------
 
-MlperfObserver::MlperfObserver(const TrainOptions& options, bool rank0, bool defer_open)
-    : options_(options), rank0_(rank0), log_(std::make_unique<log::MlLogger>()) {
+MlperfObserver::MlperfObserver(const LoggingConfig& logging, bool rank0, bool defer_open)
+    : path_(logging.mllog), rank0_(rank0), log_(std::make_unique<log::MlLogger>()) {
   if (!defer_open) start_log();
 }
 
 void MlperfObserver::start_log() {
-  log_ = std::make_unique<log::MlLogger>(rank0_, options_.mllog, /*to_stdout=*/false);
+  log_ = std::make_unique<log::MlLogger>(rank0_, path_, /*to_stdout=*/false);
   log_->event(NOSTRUM_HERE, keys::kCacheClear, true);
   log_->start(NOSTRUM_HERE, keys::kInitStart);
 }
 
 void MlperfObserver::continue_log(int64_t keep_bytes) {
-  log_ = std::make_unique<log::MlLogger>(rank0_, options_.mllog, /*to_stdout=*/false, keep_bytes);
+  log_ = std::make_unique<log::MlLogger>(rank0_, path_, /*to_stdout=*/false, keep_bytes);
   resumed_ = true;
 }
 
 void MlperfObserver::on_setup_done(const Run& run) {
-  if (run.options.eval_only || resumed_) return;
-  const TrainOptions& o = run.options;
+  if (run.config.evaluation.only || resumed_) return;
+  const LoggingConfig& o = run.config.logging;
   const bool closed = closed_division_violations(run).empty();
   log_->event(NOSTRUM_HERE, keys::kSubmissionBenchmark, keys::kResnet);
   log_->event(NOSTRUM_HERE, keys::kSubmissionDivision, closed ? "closed" : "open");
@@ -175,7 +173,7 @@ void MlperfObserver::on_setup_done(const Run& run) {
   log_->event(NOSTRUM_HERE, keys::kSubmissionStatus, o.submission_status);
   log_->event(NOSTRUM_HERE, keys::kGlobalBatchSize, run.plan.global_batch);
   log_->event(NOSTRUM_HERE, keys::kGradientAccumulationSteps, 1);
-  log_->event(NOSTRUM_HERE, keys::kSeed, static_cast<int64_t>(o.seed));
+  log_->event(NOSTRUM_HERE, keys::kSeed, static_cast<int64_t>(run.config.training.seed));
   log_->event(NOSTRUM_HERE, keys::kTrainSamples, run.plan.train_samples);
   log_->event(NOSTRUM_HERE, keys::kEvalSamples, run.plan.eval_samples);
   log::log_hyperparameters(*log_, NOSTRUM_HERE, hyperparameters(run));
@@ -188,11 +186,11 @@ void MlperfObserver::on_run_start(const Run&) {
 
 void MlperfObserver::on_epoch_start(const Run& run) {
   if (run.state.step_in_epoch > 0) return;  // resumed mid-epoch: its start is in the log
-  const TrainOptions& o = run.options;
+  const EvaluationConfig& evaluation = run.config.evaluation;
   const int epoch = run.state.epoch;
-  if (block_first_epoch(o, epoch) == epoch) {
+  if (block_first_epoch(evaluation, epoch) == epoch) {
     int last = epoch;
-    while (!eval_due(o, last)) ++last;
+    while (!evaluation.due_after(last)) ++last;
     log_->start(NOSTRUM_HERE, keys::kBlockStart, {},
                 {{keys::kFirstEpochNum, epoch}, {keys::kEpochCount, last - epoch + 1}});
   }
@@ -208,15 +206,15 @@ void MlperfObserver::on_eval_start(const Run& run) {
 }
 
 void MlperfObserver::on_eval(const Run& run, const EvalPoint& eval) {
-  if (run.options.eval_only) return;
+  if (run.config.evaluation.only) return;
   log_->end(NOSTRUM_HERE, keys::kEvalStop, {}, {{keys::kEpochNum, eval.epoch}});
   log_->event(NOSTRUM_HERE, keys::kEvalAccuracy, eval.accuracy, {{keys::kEpochNum, eval.epoch}});
   log_->end(NOSTRUM_HERE, keys::kBlockStop, {},
-            {{keys::kFirstEpochNum, block_first_epoch(run.options, eval.epoch)}});
+            {{keys::kFirstEpochNum, block_first_epoch(run.config.evaluation, eval.epoch)}});
 }
 
 void MlperfObserver::on_run_end(const Run& run) {
-  if (run.options.eval_only) return;
+  if (run.config.evaluation.only) return;
   log_->end(NOSTRUM_HERE, keys::kRunStop, {}, {{keys::kStatus, to_string(run.state.status)}});
 }
 

@@ -40,10 +40,6 @@ class RunObserver {
   virtual void on_run_end(const Run&) {}  // state.status is final
 };
 
-// Whether an evaluation follows epoch `epoch`: after epochs offset + every, offset + 2 every, ...,
-// and always after the last of the budget.
-bool eval_due(const TrainOptions& options, int epoch);
-
 // The rules of MLPerf's closed division that the run's recipe breaks, one readable line each
 // (the log then says division "open"); empty when it complies.
 std::vector<std::string> closed_division_violations(const Run& run);
@@ -76,7 +72,7 @@ class MlperfObserver final : public RunObserver {
  public:
   // Throws IoError naming --mllog's path when it cannot be opened. defer_open (a run that may
   // resume): nothing is written until start_log() (a fresh run after all) or continue_log().
-  MlperfObserver(const TrainOptions& options, bool rank0, bool defer_open = false);
+  MlperfObserver(const LoggingConfig& logging, bool rank0, bool defer_open = false);
   void start_log();  // opens the log and writes cache_clear and init_start
   // A resumed run: keeps the log's first keep_bytes (what the checkpointed run had written) and
   // appends; set-up and run_start are not logged again, nor epoch_start of a resumed epoch.
@@ -91,7 +87,7 @@ class MlperfObserver final : public RunObserver {
   void on_run_end(const Run& run) override;
 
  private:
-  const TrainOptions& options_;
+  std::string path_;  // --mllog (empty: no log)
   bool rank0_;
   bool resumed_ = false;
   std::unique_ptr<log::MlLogger> log_;

@@ -1,6 +1,7 @@
-// RunResult: the summary of a finished run, what --result-json writes (rank 0) and what
-// tools/scaling-study and tools/mlperf read back. JSON through nlohmann::json: integers stay
-// integers, no NaN or Infinity (a non-finite number is written as null).
+// RunResult: the summary of a run that ended (also by a stop signal, status checkpointed), what
+// --result-json writes (rank 0) and what tools/scaling-study and tools/mlperf read back. JSON
+// through nlohmann::json: integers stay integers, no NaN or Infinity (a non-finite number is
+// written as null).
 #pragma once
 
 #include <cstdint>
@@ -12,19 +13,19 @@
 namespace nostrum::train {
 
 struct RunResult {
-  std::string status;             // to_string(RunStatus): "success" | "aborted" | "evaluated"
+  // The run's state at its end: status ("success" | "aborted" | "evaluated" | "checkpointed"),
+  // evaluations, and the scalars the field table (run_state.hpp) gives a result key: steps,
+  // seed, the time split.
+  RunState state;
   double time_to_solution = 0.0;  // run_stop - run_start, seconds (0 with --eval-only)
   int epochs = 0;                 // epochs trained (a partial one counts)
-  int64_t steps = 0;              // steps trained
   double final_accuracy = 0.0;    // the last evaluation's
   double target_accuracy = 0.0;
   double images_per_second = 0.0;  // training images (all ranks) per second of training loop
   std::string model, optimizer;
+  std::string precision;  // "fp32" | "bf16", as run (--precision auto: as chosen); "" if unrecorded
   int ranks = 1, threads = 1;
   int64_t global_batch = 0;
-  uint64_t seed = 0;
-  TimeSplit time;
-  std::vector<EvalPoint> evals;
   // What tools/scaling-study's model needs of the step: the gradient buckets in reduction order
   // (floats each; the same plan for any rank count), the bucket size asked for, the model's
   // activation + gradient + scratch arena bytes at this rank's batch, the rank's cores and whether

@@ -1,13 +1,13 @@
-// Run: one rank's training run as one object. RunState is where the run is (epoch, step, steps
-// taken = schedule position, loader position, seed, time split, evaluation history): plain data,
-// what a checkpoint serialises beside the model's and the optimizer's arenas. Run adds the parts
-// that setup_run builds from the options (loaders, model, optimizer, schedule, allreducer) and
-// that train_step and evaluate use.
+// Run: one rank's training run as one object: its resolved configuration (run_config.hpp), what
+// set-up derived from it (RunPlan), where it is (RunState, run_state.hpp: what a checkpoint
+// serialises beside the model's and the optimizer's arenas), and the parts that setup_run builds
+// (loaders, model, optimizer, schedule, allreducer) and that train_step and evaluate use.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/dataset.hpp"
@@ -19,47 +19,10 @@
 #include "nostrum/model/model.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
-#include "train_options.hpp"
+#include "run_config.hpp"
+#include "run_state.hpp"
 
 namespace nostrum::train {
-
-enum class RunStatus {
-  kRunning,       // the run has not ended
-  kSuccess,       // an evaluation reached the target accuracy
-  kAborted,       // the epoch (or --max-steps) budget ran out first
-  kEvaluated,     // --eval-only: one evaluation, no training
-  kCheckpointed,  // stopped by SIGTERM/SIGUSR1 after writing a checkpoint: resume it
-};
-const char* to_string(RunStatus status);  // "running", "success", "aborted", "evaluated"
-
-// Seconds of the training loop split by what the main thread did; the four parts add up to
-// RunState::train_seconds (compute is the rest of each step). Evaluation is outside the loop.
-struct TimeSplit {
-  double compute = 0.0;            // forward + loss + backward + optimizer, less exposed allreduce
-  double exposed_allreduce = 0.0;  // the main thread waited for the gradient allreduce
-  double hidden_allreduce = 0.0;   // allreduce time that ran behind backward (not in the sum)
-  double data_wait = 0.0;          // the main thread waited for the loader
-  double evaluation = 0.0;         // distributed evaluation, all of it
-};
-
-struct EvalPoint {
-  int epoch = 0;
-  double accuracy = 0.0;
-  double seconds_since_run_start = 0.0;
-};
-
-// Where the run is. Every counter is the same on every rank.
-struct RunState {
-  int epoch = 1;               // the epoch being trained (1-based); after the loop, the last one
-  int64_t step_in_epoch = 0;   // steps done in this epoch = batches the loader handed out
-  int64_t steps_taken = 0;     // steps done in the run = the LR schedule's position
-  int64_t images_trained = 0;  // training images over all ranks
-  uint64_t seed = 1;           // keys weights, sampling and augmentation (with the epoch)
-  double train_seconds = 0.0;  // training loop time: the sum of every step's wall time
-  TimeSplit time;
-  std::vector<EvalPoint> evals;
-  RunStatus status = RunStatus::kRunning;
-};
 
 // Derived once by setup_run; fixed for the run.
 struct RunPlan {
@@ -77,15 +40,13 @@ struct RunPlan {
 };
 
 struct Run {
-  Run(const TrainOptions& options, const mpi::Communicator& world)
-      : options(options), world(world) {}
+  Run(RunConfig config, const mpi::Communicator& world) : config(std::move(config)), world(world) {}
 
-  const TrainOptions& options;
+  const RunConfig config;
   const mpi::Communicator& world;
   RunPlan plan;
   RunState state;
 
-  io::Manifest manifest;
   std::unique_ptr<io::Loader> train_loader;  // null with --eval-only
   std::unique_ptr<io::Loader> eval_loader;
   std::unique_ptr<model::Model> model;

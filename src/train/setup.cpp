@@ -13,6 +13,7 @@
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/optim/lars.hpp"
 #include "nostrum/optim/sgd.hpp"
 
@@ -28,7 +29,8 @@ void bind_threads(Run& run) {
   const mpi::RankBinding binding = mpi::local_binding(run.world.rank());
   run.plan.ranks = run.world.size();
   run.plan.rank_cores = std::max<int>(1, static_cast<int>(binding.cores.size()));
-  run.plan.threads = run.options.threads > 0 ? run.options.threads : run.plan.rank_cores;
+  const int threads = run.config.parallel.threads;
+  run.plan.threads = threads > 0 ? threads : run.plan.rank_cores;
   omp_set_num_threads(run.plan.threads);
   std::ostringstream table;
   mpi::print_binding_report(run.world, table);  // collective; the table is rank 0's
@@ -39,45 +41,42 @@ void bind_threads(Run& run) {
 }
 
 io::LoaderConfig loader_config(const Run& run, bool train) {
-  const TrainOptions& o = run.options;
+  const DataConfig& d = run.config.data;
   io::LoaderConfig c;
   c.split = train ? "train" : "val";
-  c.local_batch = o.batch_size;
+  c.local_batch = d.batch_size;
   c.rank = run.world.rank();
   c.ranks = run.plan.ranks;
-  c.seed = o.seed;
-  c.threads = o.loader_threads;
+  c.seed = run.config.training.seed;
+  c.threads = d.loader_threads;
   c.train = train;
   c.tail = train ? data::TailPolicy::drop : data::TailPolicy::exact;
   c.augment.train = train;
   c.augment.out_height = run.plan.height;
   c.augment.out_width = run.plan.width;
   c.augment.out_channels = run.plan.channels;
-  c.augment.flip = o.random_flip;
-  c.augment.pad = o.pad_crop;
-  if (!run.manifest.mean.empty()) {  // the dataset's own statistics
+  c.augment.flip = d.random_flip;
+  c.augment.pad = d.pad_crop;
+  if (!d.manifest.mean.empty()) {  // the dataset's own statistics
     c.augment.mean.clear();
     c.augment.std.clear();
   }
   return c;
 }
 
-// The manifest, the image shape the model sees (raw images as stored, JPEG at 224) and loaders.
+// The image shape the model sees (raw images as stored, JPEG at 224) and the loaders.
 void open_data(Run& run) {
-  const TrainOptions& o = run.options;
-  run.manifest = io::Manifest::read(o.data_dir);
-  const bool raw = run.manifest.kind == io::ImageKind::raw;
-  run.plan.num_classes = static_cast<int>(run.manifest.classes.size());
-  run.plan.height = raw ? run.manifest.height : 224;
-  run.plan.width = raw ? run.manifest.width : 224;
-  run.plan.channels = raw ? run.manifest.channels : 3;
-  run.eval_loader =
-      std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, false));
+  const DataConfig& d = run.config.data;
+  const bool raw = d.manifest.kind == io::ImageKind::raw;
+  run.plan.num_classes = run.config.model.config.num_classes;
+  run.plan.height = raw ? d.manifest.height : 224;
+  run.plan.width = raw ? d.manifest.width : 224;
+  run.plan.channels = run.config.model.config.in_channels;
+  run.eval_loader = std::make_unique<io::Loader>(d.dir, d.manifest, loader_config(run, false));
   run.plan.eval_samples = run.eval_loader->split_samples();
-  run.plan.global_batch = int64_t{o.batch_size} * run.plan.ranks;
-  if (o.eval_only) return;
-  run.train_loader =
-      std::make_unique<io::Loader>(o.data_dir, run.manifest, loader_config(run, true));
+  run.plan.global_batch = int64_t{d.batch_size} * run.plan.ranks;
+  if (run.config.evaluation.only) return;
+  run.train_loader = std::make_unique<io::Loader>(d.dir, d.manifest, loader_config(run, true));
   run.plan.steps_per_epoch = run.train_loader->batches_per_epoch();
   run.plan.train_samples = run.train_loader->split_samples();
   NOSTRUM_CHECK(run.plan.steps_per_epoch > 0, OptionError,
@@ -89,47 +88,41 @@ void open_data(Run& run) {
 
 // The model, initialised from the seed (or --init-weights), rank 0's weights on every rank.
 void build_model(Run& run) {
-  const TrainOptions& o = run.options;
-  model::ModelConfig config;
-  config.name = o.model;
-  config.num_classes = run.plan.num_classes;
-  config.in_channels = run.plan.channels;
-  config.width = o.width;  // 0: the model's own (16 CIFAR-style, 64 ImageNet)
-  config.zero_init_residual = o.zero_init_residual;
-  config.precision = o.precision;
-  run.model = model::Model::create(config);
+  const ModelSetup& m = run.config.model;
+  run.model = model::Model::create(m.config);
   model::Model& net = *run.model;
-  net.build(o.batch_size, run.plan.height, run.plan.width);
-  net.init(o.seed);
-  if (!o.init_weights.empty()) io::load_weights(o.init_weights, net.parameters());
+  net.build(run.config.data.batch_size, run.plan.height, run.plan.width);
+  net.init(run.config.training.seed);
+  if (!m.init_weights.empty()) io::load_weights(m.init_weights, net.parameters());
   mpi::broadcast_weights(run.world, net.parameter_data(), net.parameter_count());
   mpi::broadcast_weights(run.world, net.buffer_data(), net.buffer_count());
   run.plan.initial_checksum = mpi::verify_identical(run.world, net.parameter_data(),
                                                     net.parameter_count(), "initial weights");
-  run.notes.push_back("model " + o.model + ": " + std::to_string(net.parameter_count()) +
+  run.notes.push_back("model " + m.config.name + ": " + std::to_string(net.parameter_count()) +
                       " parameters, " + std::to_string(run.plan.num_classes) + " classes, input " +
                       std::to_string(run.plan.height) + "x" + std::to_string(run.plan.width) + "x" +
                       std::to_string(run.plan.channels) + ", identical on all ranks (checksum " +
                       std::to_string(run.plan.initial_checksum) + ")");
-  if (o.sync_bn && run.plan.ranks > 1) {
-    run.bn_reducer = std::make_unique<mpi::MpiReducer>(run.world, o.sync_bn_group);
+  const ParallelConfig& p = run.config.parallel;
+  if (p.sync_bn && run.plan.ranks > 1) {
+    run.bn_reducer = std::make_unique<mpi::MpiReducer>(run.world, p.sync_bn_group);
     net.set_norm_reducer(run.bn_reducer.get());
   }
 }
 
 void build_optimizer(Run& run) {
-  const TrainOptions& o = run.options;
-  run.plan.base_lr = o.lr > 0 ? o.lr : default_lr(o.optimizer, run.plan.global_batch);
+  const OptimizerConfig& o = run.config.optimizer;
+  run.plan.base_lr = o.lr > 0 ? o.lr : default_lr(o.kind, run.plan.global_batch);
   run.plan.grad_scale = 1.0f / static_cast<float>(run.plan.global_batch);
-  run.schedule = std::make_unique<optim::LrSchedule>(
-      schedule_options(o, run.plan.steps_per_epoch, run.plan.base_lr));
-  switch (o.optimizer) {
+  run.schedule = std::make_unique<optim::LrSchedule>(schedule_options(
+      run.config.schedule, run.config.training.epochs, run.plan.steps_per_epoch, run.plan.base_lr));
+  switch (o.kind) {
     case optim::OptimizerKind::kSgd: {
       optim::SgdOptions s;
       s.momentum = static_cast<float>(o.momentum);
       s.nesterov = o.nesterov;
       s.weight_decay = static_cast<float>(o.weight_decay);
-      s.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;
+      s.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;  // LARS: always
       run.optimizer = std::make_unique<optim::Sgd>(run.model->parameters(), s);
       break;
     }
@@ -139,6 +132,7 @@ void build_optimizer(Run& run) {
       l.weight_decay = static_cast<float>(o.weight_decay);
       l.eta = static_cast<float>(o.lars_eta);
       l.epsilon = 0.0f;
+      l.nesterov = o.nesterov;
       run.optimizer = std::make_unique<optim::Lars>(run.model->parameters(), l);
       break;
     }
@@ -151,7 +145,7 @@ void build_optimizer(Run& run) {
 // give bit-identical sums in any case.
 void build_allreducer(Run& run) {
   if (run.plan.ranks == 1) return;
-  const TrainOptions& o = run.options;
+  const ParallelConfig& o = run.config.parallel;
   model::Model& net = *run.model;
   const bool overlap =
       overlaps_allreduce(o, run.plan, gradient_bucket_plan(o, net.parameter_count()).size());
@@ -176,14 +170,15 @@ void build_allreducer(Run& run) {
 
 }  // namespace
 
-std::vector<mpi::Bucket> gradient_bucket_plan(const TrainOptions& options, size_t parameter_count) {
-  return mpi::plan_buckets(parameter_count, options.bucket_mb, kFirstBucketMb);
+std::vector<mpi::Bucket> gradient_bucket_plan(const ParallelConfig& parallel,
+                                              size_t parameter_count) {
+  return mpi::plan_buckets(parameter_count, parallel.bucket_mb, kFirstBucketMb);
 }
 
-bool overlaps_allreduce(const TrainOptions& options, const RunPlan& plan, size_t buckets) {
+bool overlaps_allreduce(const ParallelConfig& parallel, const RunPlan& plan, size_t buckets) {
   const bool spare_core = plan.rank_cores > plan.threads;
-  return options.overlap == OverlapPolicy::kOn ||
-         (options.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
+  return parallel.overlap == OverlapPolicy::kOn ||
+         (parallel.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
 }
 
 double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {
@@ -191,29 +186,48 @@ double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {
   return std::max(0.001, std::round(per_256 * global_batch / 256.0 * 1000.0) / 1000.0);
 }
 
-optim::ScheduleOptions schedule_options(const TrainOptions& o, int64_t steps_per_epoch,
-                                        double base_lr) {
+optim::ScheduleOptions schedule_options(const ScheduleConfig& o, int epochs,
+                                        int64_t steps_per_epoch, double base_lr) {
   optim::ScheduleOptions s;
-  s.kind = o.lr_schedule;
+  s.kind = o.kind;
   s.base_lr = base_lr;
   s.end_lr = o.end_lr;
   s.power = o.poly_power;
   s.warmup_steps = std::llround(o.warmup_epochs * steps_per_epoch);
-  s.total_steps = int64_t{o.epochs} * steps_per_epoch;
-  const double decay_epochs = o.decay_epochs > 0 ? o.decay_epochs : o.epochs;
+  s.total_steps = int64_t{epochs} * steps_per_epoch;
   s.decay_steps =
-      std::max<int64_t>(1, std::llround(decay_epochs * steps_per_epoch) - s.warmup_steps);
+      std::max<int64_t>(1, std::llround(o.decay_epochs * steps_per_epoch) - s.warmup_steps);
   s.step_size = std::max<int64_t>(1, s.total_steps / 3);
   return s;
 }
 
-std::unique_ptr<Run> setup_run(const TrainOptions& options, const mpi::Communicator& world) {
-  auto run = std::make_unique<Run>(options, world);
-  run->state.seed = options.seed;
+namespace {
+
+// --precision auto: rank 0 runs the register probes and every rank takes its choice, so the job
+// computes in one precision.
+RunConfig with_precision_chosen(RunConfig config, const mpi::Communicator& world) {
+  if (!config.model.precision_auto) return config;
+  std::string name, note;
+  if (world.rank() == 0)
+    name = kernels::precision_name(kernels::precision_from_option("auto", "--precision", &note));
+  world.broadcast(name, 0);
+  world.broadcast(note, 0);
+  config.model.config.precision = kernels::parse_precision(name);
+  config.model.precision_auto = false;
+  config.notes.push_back("nostrum-train: " + note + "; rank 0's probes decide for every rank");
+  return config;
+}
+
+}  // namespace
+
+std::unique_ptr<Run> setup_run(const RunConfig& resolved, const mpi::Communicator& world) {
+  auto run = std::make_unique<Run>(with_precision_chosen(resolved, world), world);
+  run->state.seed = run->config.training.seed;
+  run->notes = run->config.notes;
   bind_threads(*run);
   open_data(*run);
   build_model(*run);
-  if (options.eval_only) return run;
+  if (run->config.evaluation.only) return run;
   build_optimizer(*run);
   build_allreducer(*run);
   return run;

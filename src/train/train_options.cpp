@@ -10,7 +10,9 @@
 #include <iterator>
 #include <sstream>
 
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/model/architecture.hpp"
 
 namespace po = boost::program_options;
@@ -19,17 +21,12 @@ namespace nostrum::train {
 
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& item : items) s += (s.empty() ? "" : ", ") + item;
-  return s;
-}
-
+// A text option with a fixed set of values (not an enum: the model, the MLPerf status).
 void require_choice(const std::string& option, const std::string& value,
                     const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), value) == choices.end())
     throw OptionError("invalid value '" + value + "'", "--" + option,
-                      "valid choices: " + join(choices));
+                      "valid choices: " + join_names(choices));
 }
 
 template <typename T>
@@ -38,15 +35,6 @@ void require(bool ok, const std::string& option, const T& value, const std::stri
   std::ostringstream text;
   text << "invalid value '" << value << "'";
   throw OptionError(text.str(), "--" + option, rule);
-}
-
-// The index of `value` in `choices` (an enum's names in enum order), or OptionError naming the
-// option and the choices.
-template <typename Enum>
-Enum parse_choice(const std::string& option, const std::string& value,
-                  const std::vector<std::string>& choices) {
-  require_choice(option, value, choices);
-  return static_cast<Enum>(std::find(choices.begin(), choices.end(), value) - choices.begin());
 }
 
 // Enum-valued options are read as text and parsed after notify (with the valid choices).
@@ -66,7 +54,7 @@ po::options_description data_options(TrainOptions& o) {
     ("random-flip", po::value(&o.random_flip)->default_value(o.random_flip),
      "random horizontal flip in training")
     ("pad-crop", po::value(&o.pad_crop)->default_value(o.pad_crop),
-     "raw images: random crop after padding by this many pixels (0 = off)");
+     "raw images: random crop after padding by this many pixels (0 = off; refused for JPEG data)");
   // clang-format on
   return data;
 }
@@ -83,7 +71,8 @@ po::options_description model_options(TrainOptions& o, EnumText& text) {
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
     ("precision", po::value(&text.precision)->default_value(text.precision),
-     "fp32 | bf16: bf16 operands, fp32 sums in the convs and classifier (needs AVX512_BF16)")
+     "fp32 | bf16 | auto: bf16 operands, fp32 sums in the convs and classifier (needs "
+     "AVX512_BF16); auto: bf16 where rank 0's bf16 register probe is >= 1.3x its fp32 one")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
   // clang-format on
   return model;
@@ -106,17 +95,18 @@ po::options_description optimisation_options(TrainOptions& o, EnumText& text) {
      "linear warmup length in epochs")
     ("lr-schedule", po::value(&text.lr_schedule)->default_value(text.lr_schedule),
      "poly (MLPerf) | cosine | step (x0.1 at 1/3 and 2/3 of the budget) | onecycle | constant")
-    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power")
+    ("poly-power", po::value(&o.poly_power)->default_value(o.poly_power), "polynomial decay power (only with --lr-schedule poly)")
     ("decay-epochs", po::value(&o.decay_epochs)->default_value(o.decay_epochs),
      "epochs over which the LR decays (0 = the whole budget)")
     ("momentum", po::value(&o.momentum)->default_value(o.momentum), "momentum")
-    ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd)")
+    ("nesterov", po::bool_switch(&o.nesterov), "Nesterov momentum (sgd and lars)")
     ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
     ("decay-bias-and-norm", po::bool_switch()->notifier([&](bool on) { o.exempt_bias_and_norm = !on; }),
-     "apply weight decay to biases and BN parameters too (MLPerf exempts them)")
+     "sgd: apply weight decay to biases and BN parameters too (MLPerf exempts them; lars "
+     "always exempts them, as the MLPerf reference does, so the flag changes nothing there)")
     ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing),
      "label smoothing of the cross-entropy loss")
-    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient");
+    ("lars-eta", po::value(&o.lars_eta)->default_value(o.lars_eta), "LARS trust coefficient (only with --optimizer lars)");
   // clang-format on
   return optim;
 }
@@ -127,7 +117,8 @@ po::options_description evaluation_options(TrainOptions& o) {
   eval.add_options()
     ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "evaluate every N epochs")
     ("eval-offset", po::value(&o.eval_offset)->default_value(o.eval_offset),
-     "first evaluation after epoch eval-offset + eval-every")
+     "evaluate after epochs K+1, K+1+N, K+1+2N, ... for --eval-offset K and --eval-every N (the "
+     "MLPerf MXNet configs' EVAL_OFFSET, epochs counted from 0); -1: after epochs N, 2N, ...")
     ("eval-only", po::bool_switch(&o.eval_only), "evaluate --init-weights and exit");
   // clang-format on
   return eval;
@@ -147,7 +138,7 @@ po::options_description parallelism_options(TrainOptions& o, EnumText& text) {
     ("no-overlap", po::bool_switch(&text.no_overlap), "the same as --overlap off")
     ("sync-bn", po::bool_switch(&o.sync_bn), "synchronise batch-norm statistics across ranks")
     ("sync-bn-group", po::value(&o.sync_bn_group)->default_value(o.sync_bn_group),
-     "ranks per sync-BN group (0 = all ranks)");
+     "ranks per sync-BN group (0 = all ranks; only with --sync-bn)");
   // clang-format on
   return parallel;
 }
@@ -166,9 +157,10 @@ po::options_description run_options(TrainOptions& o) {
     ("checkpoint-dir", po::value(&o.checkpoint_dir),
      "write checkpoints to this directory (checked writable at start-up)")
     ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
-     "checkpoint every N epochs, or every N minutes with an m suffix (30m)")
+     "checkpoint every N epochs, or every N minutes with an m suffix (30m); only with "
+     "--checkpoint-dir")
     ("keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
-     "keep the newest N checkpoints (0 = all)")
+     "keep the newest N checkpoints (0 = all; only with --checkpoint-dir)")
     ("resume", po::bool_switch(&o.resume),
      "continue from the newest valid checkpoint in --checkpoint-dir (start afresh if none)")
     ("resume-from", po::value(&o.resume_from), "continue from this checkpoint file")
@@ -189,16 +181,17 @@ po::options_description run_options(TrainOptions& o) {
   return run;
 }
 
-// The enum options from their text, and every rule on the values (OptionError naming the option).
+// The enum options from their text, and every rule on a value by itself (OptionError naming the
+// option). How options combine is resolve's (resolve.cpp).
 void validate(TrainOptions& o, const EnumText& text) {
   require_choice("model", o.model, model::model_names());
-  o.optimizer =
-      parse_choice<optim::OptimizerKind>("optimizer", text.optimizer, optim::optimizer_names());
-  o.overlap = parse_choice<OverlapPolicy>("overlap", text.overlap, overlap_policy_names());
+  o.optimizer = optim::parse_optimizer_kind(text.optimizer);
+  o.overlap = parse_enum_name<OverlapPolicy>(text.overlap, overlap_policy_names(), "--overlap");
   if (text.no_overlap) o.overlap = OverlapPolicy::kOff;
-  o.precision = kernels::parse_precision(text.precision);
-  o.lr_schedule =
-      parse_choice<optim::ScheduleKind>("lr-schedule", text.lr_schedule, optim::schedule_names());
+  o.precision_auto = text.precision == "auto";
+  if (!o.precision_auto)
+    o.precision = kernels::precision_from_option(text.precision, "--precision", nullptr);
+  o.lr_schedule = optim::parse_schedule_kind(text.lr_schedule);
   require_choice("submission-status", o.submission_status,
                  {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");
@@ -215,40 +208,18 @@ void validate(TrainOptions& o, const EnumText& text) {
   require(o.label_smoothing >= 0 && o.label_smoothing < 1, "label-smoothing", o.label_smoothing,
           "must be in [0, 1)");
   require(o.eval_every > 0, "eval-every", o.eval_every, "must be positive");
-  require(o.eval_offset >= 0, "eval-offset", o.eval_offset, "must be >= 0");
+  require(o.eval_offset >= -1, "eval-offset", o.eval_offset, "must be >= -1");
   require(o.threads >= 0, "threads", o.threads, "must be >= 0");
   require(o.loader_threads > 0, "loader-threads", o.loader_threads, "must be positive");
   require(o.bucket_mb > 0, "bucket-mb", o.bucket_mb, "must be positive");
   require(o.width >= 0, "width", o.width, "must be >= 0");
   require(o.pad_crop >= 0, "pad-crop", o.pad_crop, "must be >= 0");
   require(o.sync_bn_group >= 0, "sync-bn-group", o.sync_bn_group, "must be >= 0");
-  {
-    const std::string& every = o.checkpoint_every;
-    char* end = nullptr;
-    const double n = std::strtod(every.c_str(), &end);
-    const std::string suffix = end ? std::string(end) : std::string();
-    require(!every.empty() && n > 0 && (suffix.empty() || suffix == "m") &&
-                (suffix == "m" || n == static_cast<int>(n)),
-            "checkpoint-every", every, "N epochs (a positive integer) or N minutes (e.g. 30m)");
-    o.checkpoint_every_epochs = suffix.empty() ? static_cast<int>(n) : 0;
-    o.checkpoint_every_minutes = suffix == "m" ? n : 0.0;
-  }
   require(o.keep_checkpoints >= 0, "keep-checkpoints", o.keep_checkpoints, "must be >= 0");
   require(o.stall_timeout >= 0, "stall-timeout", o.stall_timeout, "seconds, >= 0 (0 = off)");
-  require(!o.resume || !o.checkpoint_dir.empty(), "resume", "true",
-          "--resume needs --checkpoint-dir (where to look)");
-  require(!(o.resume && !o.resume_from.empty()), "resume-from", o.resume_from,
-          "give --resume or --resume-from, not both");
-  require(!o.eval_only || !o.init_weights.empty(), "eval-only", "true",
-          "--eval-only needs --init-weights");
 }
 
 }  // namespace
-
-const std::vector<std::string>& overlap_policy_names() {
-  static const std::vector<std::string> names = {"auto", "on", "off"};
-  return names;
-}
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   EnumText text{optim::to_string(o.optimizer), optim::to_string(o.lr_schedule),
@@ -256,7 +227,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                 kernels::precision_name(o.precision)};
   po::options_description all(
       "nostrum-train: data-parallel training to a target accuracy\n"
-      "usage: [mpirun -n P] nostrum-train --data DIR [options]");
+      "usage: [mpirun -n P] nostrum-train --data DIR [options]\n"
+      "--nesterov works with both optimizers; --pad-crop is refused on JPEG data.\n"
+      "Options (one marked 'only with X' is refused without X, naming both)");
   all.add(data_options(o)).add(model_options(o, text)).add(optimisation_options(o, text));
   all.add(evaluation_options(o)).add(parallelism_options(o, text)).add(run_options(o));
   po::variables_map vm;
@@ -279,6 +252,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
     o.options_text = line + "\n" + o.options_text;
     po::notify(vm);
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) o.given.insert(name);
   } catch (const po::error& e) {
     throw OptionError(e.what(), "command line or config", "run nostrum-train --help");
   }

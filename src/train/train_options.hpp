@@ -1,21 +1,20 @@
 // TrainOptions: every setting of nostrum-train, parsed from the command line and an optional INI
-// config file (--config; the command line wins) with Boost.Program_options, then validated.
+// config file (--config; the command line wins) with Boost.Program_options, each value checked on
+// its own. resolve (resolve.hpp) turns them into the run's typed configuration and checks how they
+// combine; only it and main.cpp read TrainOptions.
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "nostrum/kernels/precision.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
+#include "run_config.hpp"
 
 namespace nostrum::train {
-
-// --overlap: allreduce gradient buckets on a communication thread during backward: always, never,
-// or (auto) when the rank has a core beyond its OpenMP threads or there is more than one bucket.
-enum class OverlapPolicy { kAuto, kOn, kOff };
-const std::vector<std::string>& overlap_policy_names();  // "auto", "on", "off": enum order
 
 struct TrainOptions {
   // data
@@ -29,6 +28,7 @@ struct TrainOptions {
   bool zero_init_residual = false;
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
   kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
+  bool precision_auto = false;  // --precision auto: chosen by the probes at set-up (setup.cpp)
   // optimisation
   int batch_size = 128;   // per rank
   int epochs = 5;         // budget: the run stops (aborted) after this many
@@ -49,7 +49,9 @@ struct TrainOptions {
   double lars_eta = 0.001;
   // evaluation
   int eval_every = 1;
-  int eval_offset = 0;
+  // Evaluations after epochs eval_offset + 1, + eval_every, ... (MLPerf MXNet's EVAL_OFFSET, epochs
+  // counted from 0); -1: after epochs eval_every, 2 eval_every, ...
+  int eval_offset = -1;
   bool eval_only = false;
   // parallelism
   int threads = 0;  // OpenMP threads per rank; 0 = cores available to the rank
@@ -72,8 +74,6 @@ struct TrainOptions {
   // checkpoints, preemption, failures (src/train/checkpointing.hpp)
   std::string checkpoint_dir;             // where checkpoints go; empty: none
   std::string checkpoint_every = "1";     // "N" epochs, or "Nm" minutes (e.g. "30m")
-  int checkpoint_every_epochs = 1;        // parsed from checkpoint_every (0 when minutes)
-  double checkpoint_every_minutes = 0;    // parsed from checkpoint_every (0 when epochs)
   int keep_checkpoints = 3;               // newest N kept; 0 = all
   bool resume = false;                    // from the newest valid checkpoint in checkpoint_dir
   std::string resume_from;                // from this checkpoint file
@@ -81,6 +81,7 @@ struct TrainOptions {
   int64_t debug_inject_nan_at_step = -1;  // >= 0: rank 0's input becomes NaN at this step
   int64_t debug_signal_at_step = -1;      // >= 0: the last rank raises SIGUSR1 during this step
   std::string options_text;               // the command line and config file, for the checkpoint
+  std::set<std::string> given;            // the options the user set (command line or config)
 };
 
 // Parses and validates; throws OptionError naming the option (and the valid choices) on bad input.

@@ -28,15 +28,15 @@ StepRecord train_step(Run& run) {
   NOSTRUM_CHECK(run.train_loader->next(batch), DataError,
                 "the training loader ended early at step " + std::to_string(s.step_in_epoch) +
                     " of epoch " + std::to_string(s.epoch),
-                run.options.data_dir);
+                run.config.data.dir);
   r.data_ready_s = monotonic_seconds();
   r.images = batch.count;
-  if (s.steps_taken == run.options.debug_inject_nan_at_step && run.rank0() && batch.count > 0)
+  const TrainingConfig& t = run.config.training;
+  if (s.steps_taken == t.debug_inject_nan_at_step && run.rank0() && batch.count > 0)
     batch.images[0] = std::nanf("");  // --debug-inject-nan-at-step: rank 0's first pixel
 
   net.forward(batch.images, static_cast<int>(batch.count), /*training=*/true);
-  r.loss =
-      net.loss(batch.labels, static_cast<float>(run.options.label_smoothing), run.plan.grad_scale);
+  r.loss = net.loss(batch.labels, static_cast<float>(t.label_smoothing), run.plan.grad_scale);
   r.backward_begin_s = monotonic_seconds();
   if (run.allreducer) {
     mpi::GradientAllreducer& allreducer = *run.allreducer;
@@ -54,7 +54,7 @@ StepRecord train_step(Run& run) {
   }
   // Every rank agrees on stop / timed checkpoint / non-finite (the gradients are the same on every
   // rank after the allreduce; a rank's loss is its own). One 3-integer allreduce per step.
-  if (s.steps_taken == run.options.debug_signal_at_step && run.world.rank() == run.world.size() - 1)
+  if (s.steps_taken == t.debug_signal_at_step && run.world.rank() == run.world.size() - 1)
     std::raise(SIGUSR1);  // --debug-signal-at-step: through the real handler
   const bool finite =
       std::isfinite(r.loss) && all_finite(net.gradient_data(), net.parameter_count());

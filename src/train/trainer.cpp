@@ -10,6 +10,7 @@
 
 #include "checkpointing.hpp"
 #include "evaluate.hpp"
+#include "exit_status.hpp"
 #include "io/weights_file.hpp"
 #include "mpi/weight_sync.hpp"
 #include "setup.hpp"
@@ -25,7 +26,8 @@ void notify(const std::vector<RunObserver*>& observers, Event event) {
 }
 
 bool step_budget_spent(const Run& run) {
-  return run.options.max_steps > 0 && run.state.steps_taken >= run.options.max_steps;
+  const int64_t max_steps = run.config.training.max_steps;
+  return max_steps > 0 && run.state.steps_taken >= max_steps;
 }
 
 // Evaluates after the current epoch and records the point; true when the target is reached.
@@ -37,7 +39,7 @@ bool evaluate_epoch(Run& run, const std::vector<RunObserver*>& observers, double
   const EvalPoint point{run.state.epoch, accuracy, monotonic_seconds() - run_start_s};
   run.state.evals.push_back(point);
   notify(observers, [&](RunObserver& o) { o.on_eval(run, point); });
-  return accuracy >= run.options.target_accuracy;
+  return accuracy >= run.config.training.target_accuracy;
 }
 
 // --eval-only: one evaluation of the given weights.
@@ -58,18 +60,19 @@ RunResult finish(Run& run, double time_to_solution) {
                                                  net.parameter_count(), "final weights");
   const uint64_t buffers = mpi::verify_identical(run.world, net.buffer_data(), net.buffer_count(),
                                                  "final batch-norm statistics");
-  if (!run.options.save_weights.empty() && run.rank0())
-    io::save_weights(run.options.save_weights, net.parameters(), run.options.model);
+  const ModelSetup& m = run.config.model;
+  if (!m.save_weights.empty() && run.rank0())
+    io::save_weights(m.save_weights, net.parameters(), m.config.name);
   return make_result(run, time_to_solution, weights, buffers);
 }
 
 // --checkpoint-dir must be writable: a clear error at start-up, not at the first checkpoint.
-void require_writable_checkpoint_dir(const TrainOptions& options, const mpi::Communicator& world) {
-  if (options.checkpoint_dir.empty() || options.eval_only) return;
+void require_writable_checkpoint_dir(const RunConfig& config, const mpi::Communicator& world) {
+  if (!config.checkpoint.enabled() || config.evaluation.only) return;
   std::string problem;
   if (world.rank() == 0) {
     try {
-      io::check_checkpoint_dir(options.checkpoint_dir);
+      io::check_checkpoint_dir(config.checkpoint.dir);
     } catch (const Error& e) {
       problem = e.what();
     }
@@ -81,40 +84,38 @@ void require_writable_checkpoint_dir(const TrainOptions& options, const mpi::Com
 // --resume / --resume-from: restores the chosen checkpoint and continues its MLPerf log, or starts
 // afresh (saying so). Returns the time-to-solution already spent.
 double resume_if_asked(Run& run, MlperfObserver& mlperf, ProgressPrinter& progress) {
-  const TrainOptions& o = run.options;
-  if (!o.resume && o.resume_from.empty()) return 0.0;
+  if (!run.config.checkpoint.resuming()) return 0.0;
   ResumePoint resume = find_resume_point(run, [&](const std::string& line) { progress.say(line); });
   if (resume.path.empty()) {
     mlperf.start_log();
     return 0.0;
   }
-  NOSTRUM_CHECK(resume.state.seed == o.seed, OptionError,
-                "the checkpoint's run used --seed " + std::to_string(resume.state.seed), "--seed",
+  const SavedRun saved = saved_run(resume.state, resume.path);
+  NOSTRUM_CHECK(saved.state.seed == run.config.training.seed, OptionError,
+                "the checkpoint's run used --seed " + std::to_string(saved.state.seed), "--seed",
                 "resume with the same seed (sampling and augmentation follow it)");
   restore_checkpoint(run, resume.state, resume.path);
-  const auto bytes = resume.state.counters.find("mllog_bytes");
-  mlperf.continue_log(bytes == resume.state.counters.end() ? 0 : bytes->second);
+  mlperf.continue_log(saved.mark.mllog_bytes);
   const RunState& s = run.state;
   progress.say("resumed from " + resume.path + ": epoch " + std::to_string(s.epoch) + " step " +
                std::to_string(s.step_in_epoch) + " (run step " + std::to_string(s.steps_taken) +
-               "), " + std::to_string(resume.state.seconds_spent) +
-               " s of time-to-solution so far, " + std::to_string(resume.state.ranks) +
+               "), " + std::to_string(saved.mark.seconds_spent) +
+               " s of time-to-solution so far, " + std::to_string(saved.mark.ranks) +
                " rank(s) then, " + std::to_string(run.world.size()) + " now");
-  return resume.state.seconds_spent;
+  return saved.mark.seconds_spent;
 }
 
 // --stall-timeout over more than one rank: the heartbeat watchdog (mpi/stall_watchdog.hpp).
 void start_stall_watchdog(Run& run) {
-  if (run.options.stall_timeout <= 0 || run.world.size() == 1) return;
-  int thread_level = 0;
-  MPI_Query_thread(&thread_level);
+  const double timeout = run.config.parallel.stall_timeout;
+  if (timeout <= 0 || run.world.size() == 1) return;
   mpi::StallWatchdogOptions w;
-  w.timeout_seconds = run.options.stall_timeout;
-  run.watchdog = std::make_unique<mpi::StallWatchdog>(run.world, thread_level, w);
+  w.timeout_seconds = timeout;
+  run.watchdog =
+      std::make_unique<mpi::StallWatchdog>(run.world, mpi::Communicator::thread_level(), w);
   run.notes.push_back(run.watchdog->enabled()
                           ? "stall watchdog: a rank stalled for " +
-                                std::to_string(std::lround(run.options.stall_timeout)) +
-                                " s aborts the job"
+                                std::to_string(std::lround(timeout)) + " s aborts the job"
                           : "note: " + run.watchdog->note());
 }
 
@@ -126,13 +127,14 @@ class Checkpointer {
       : run_(run), mlperf_(mlperf), progress_(progress), run_start_s_(run_start_s) {
     arm_timer();
   }
-  bool enabled() const { return !run_.options.checkpoint_dir.empty(); }
+  bool enabled() const { return run_.config.checkpoint.enabled(); }
   bool stopped() const { return stopped_; }
 
   // Collective. epoch_closed: saved as the next epoch at step 0 (see capture_checkpoint).
   void save(const char* why, bool epoch_closed) {
-    const io::CheckpointState state = capture_checkpoint(run_, monotonic_seconds() - run_start_s_,
-                                                         mlperf_.log_bytes(), epoch_closed);
+    const CheckpointMark mark{run_.world.size(), monotonic_seconds() - run_start_s_,
+                              mlperf_.log_bytes()};
+    const io::CheckpointState state = capture_checkpoint(run_, mark, epoch_closed);
     std::string path;
     {
       mpi::StallWatchdog::Wait wait(run_.watchdog.get());  // the others wait while rank 0 writes
@@ -160,13 +162,13 @@ class Checkpointer {
 
   // After an epoch that did not end the run (evaluated when due).
   void after_epoch(int epoch) {
-    const int every = run_.options.checkpoint_every_epochs;
+    const int every = run_.config.checkpoint.every_epochs;
     if (enabled() && every > 0 && epoch % every == 0) save("epoch end", true);
   }
 
  private:
   void arm_timer() {
-    const double every_s = run_.options.checkpoint_every_minutes * 60.0;
+    const double every_s = run_.config.checkpoint.every_minutes * 60.0;
     if (enabled() && every_s > 0 && run_.rank0())
       run_.timed_checkpoint_due_s = monotonic_seconds() + every_s;
   }
@@ -223,22 +225,22 @@ EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
   return e;
 }
 
-RunResult run_training(const TrainOptions& options, const mpi::Communicator& world) {
+RunResult run_training(const RunConfig& config, const mpi::Communicator& world) {
   const bool rank0 = world.rank() == 0;
-  const bool resuming = options.resume || !options.resume_from.empty();
+  const LoggingConfig& logging = config.logging;
   // A resumed run appends to its MLPerf log (opened once the checkpoint is chosen).
-  MlperfObserver mlperf(options, rank0, /*defer_open=*/resuming);  // init_start: before set-up
-  ProgressPrinter progress(std::cout, rank0 && !options.quiet);
+  MlperfObserver mlperf(logging, rank0, /*defer_open=*/config.checkpoint.resuming());  // init_start
+  ProgressPrinter progress(std::cout, rank0 && !logging.quiet);
   std::unique_ptr<TraceRecorder> trace;
-  if (!options.trace.empty()) trace = std::make_unique<TraceRecorder>(options.trace, world.rank());
+  if (!logging.trace.empty()) trace = std::make_unique<TraceRecorder>(logging.trace, world.rank());
   std::vector<RunObserver*> observers = {&mlperf, &progress};
   if (trace) observers.push_back(trace.get());
   install_stop_signal_handlers();
-  require_writable_checkpoint_dir(options, world);
+  require_writable_checkpoint_dir(config, world);
 
-  std::unique_ptr<Run> owned = setup_run(options, world);
+  std::unique_ptr<Run> owned = setup_run(config, world);
   Run& run = *owned;
-  if (options.eval_only) return evaluate_only(run, observers);
+  if (config.evaluation.only) return evaluate_only(run, observers);
   const double seconds_spent = resume_if_asked(run, mlperf, progress);
   start_stall_watchdog(run);
 
@@ -258,8 +260,9 @@ RunResult run_training(const TrainOptions& options, const mpi::Communicator& wor
       if (checkpointer.stopped())
         return checkpoint_and_stop(run, checkpointer, progress, run_start_s);
       notify(observers, [&](RunObserver& o) { o.on_epoch_end(run, epoch); });
-      const bool last = s.epoch == options.epochs || step_budget_spent(run);
-      if ((eval_due(options, s.epoch) || last) && evaluate_epoch(run, observers, run_start_s)) {
+      const bool last = s.epoch == config.training.epochs || step_budget_spent(run);
+      if ((config.evaluation.due_after(s.epoch) || last) &&
+          evaluate_epoch(run, observers, run_start_s)) {
         s.status = RunStatus::kSuccess;
         break;
       }

@@ -12,7 +12,7 @@
 #include "observers.hpp"
 #include "result.hpp"
 #include "run.hpp"
-#include "train_options.hpp"
+#include "run_config.hpp"
 
 namespace nostrum::train {
 
@@ -23,9 +23,9 @@ namespace nostrum::train {
 EpochSummary train_epoch(Run& run, const std::vector<RunObserver*>& observers,
                          const std::function<bool(const StepRecord&)>& after_step = {});
 
-// Runs everything the options ask for on this rank (collective over world): set-up, the timed
-// loop of epochs and evaluations to the target or the budget, or one evaluation (--eval-only).
-// Throws nostrum errors.
-RunResult run_training(const TrainOptions& options, const mpi::Communicator& world);
+// Runs everything the configuration asks for on this rank (collective over world): set-up, the
+// timed loop of epochs and evaluations (when config.evaluation.due_after says) to the target or
+// the budget, or one evaluation (--eval-only). Throws nostrum errors.
+RunResult run_training(const RunConfig& config, const mpi::Communicator& world);
 
 }  // namespace nostrum::train

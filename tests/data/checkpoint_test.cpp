@@ -13,11 +13,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "data/temp_dir.hpp"
 #include "io/checkpoint.hpp"
+#include "io/hdf5_util.hpp"
 #include "io/weights_file.hpp"
 #include "nostrum/core/error.hpp"
 
@@ -42,18 +44,14 @@ io::CheckpointState make_state(int64_t steps, size_t floats = 1000) {
   io::CheckpointState s;
   s.identity = identity();
   s.options_text = "model = resnet8\nbatch-size = 32\n";
-  s.ranks = 2;
-  s.epoch = 3;
-  s.step_in_epoch = 5;
-  s.steps_taken = steps;
-  s.sampler_epoch = 2;
-  s.sampler_position = 5 * 64;
-  s.seed = 0xfedcba9876543210ULL;
-  s.rng_state = {1, 2, 3};
-  s.seconds_spent = 123.5;
-  s.time_split = {{"compute", 100.25}, {"data_wait", 3.5}};
+  s.integers = {{"ranks", 2},
+                {"epoch", 3},
+                {"step_in_epoch", 5},
+                {io::kStepsTakenKey, steps},
+                {"seed", static_cast<int64_t>(0xfedcba9876543210ULL)},
+                {"block_first_epoch", 3}};
+  s.reals = {{"seconds_spent", 123.5}, {"time_compute", 100.25}, {"time_data_wait", 3.5}};
   s.evals = {{1, 0.5, 40.0}, {2, 0.75, 80.0}};
-  s.counters = {{"block_first_epoch", 3}};
   const auto n = static_cast<int64_t>(floats);
   io::NamedTensor w{
       "conv1.weight", n % 10 == 0 ? std::vector<int64_t>{n / 10, 10} : std::vector<int64_t>{n}, {}};
@@ -73,21 +71,13 @@ void expect_equal(const io::CheckpointState& a, const io::CheckpointState& b) {
   CHECK(a.identity.dataset == b.identity.dataset);
   CHECK(a.identity.global_batch == b.identity.global_batch);
   CHECK(a.options_text == b.options_text);
-  CHECK(a.epoch == b.epoch);
-  CHECK(a.step_in_epoch == b.step_in_epoch);
-  CHECK(a.steps_taken == b.steps_taken);
-  CHECK(a.sampler_epoch == b.sampler_epoch);
-  CHECK(a.sampler_position == b.sampler_position);
-  CHECK(a.seed == b.seed);
-  CHECK(a.rng_state == b.rng_state);
-  CHECK(a.seconds_spent == b.seconds_spent);
-  CHECK(a.time_split == b.time_split);
+  CHECK(a.integers == b.integers);
+  CHECK(a.reals == b.reals);
   REQUIRE(a.evals.size() == b.evals.size());
   for (size_t i = 0; i < a.evals.size(); ++i) {
     CHECK(a.evals[i].epoch == b.evals[i].epoch);
     CHECK(a.evals[i].accuracy == b.evals[i].accuracy);
   }
-  CHECK(a.counters == b.counters);
   REQUIRE(a.model.size() == b.model.size());
   for (size_t i = 0; i < a.model.size(); ++i) {
     CHECK(a.model[i].name == b.model[i].name);
@@ -137,6 +127,34 @@ TEST_CASE("checkpoint round trip keeps every field", "[checkpoint]") {
   CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
 }
 
+TEST_CASE("a checkpoint of format version 1 is refused with what to do", "[checkpoint]") {
+  TempDir dir("ckpt");
+  const std::string path = io::write_checkpoint(dir.str(), make_state(7), 0);
+  {
+    std::lock_guard<std::mutex> lock(io::hdf5_mutex());
+    io::H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    REQUIRE(file.valid());
+    REQUIRE(H5Adelete(file.get(), "checkpoint_version") >= 0);  // as version 1 files are
+  }
+  const std::string why = error_of([&] { io::read_checkpoint(path); });
+  CHECK_THAT(why, Catch::Contains("format version 1"));
+  CHECK_THAT(why, Catch::Contains("start afresh"));
+  CHECK_THAT(why, Catch::Contains(path));
+  CHECK_THAT(why, !Catch::Contains("damaged"));  // refused for its version, not as damaged
+  const io::FoundCheckpoint found = io::find_latest_checkpoint(dir.str(), identity());
+  CHECK(found.path.empty());
+  REQUIRE(found.refused.size() == 1);
+  CHECK_THAT(found.refused[0], Catch::Contains("format version 1"));
+}
+
+TEST_CASE("a checkpoint without the integer that names it is not written", "[checkpoint]") {
+  TempDir dir("ckpt");
+  io::CheckpointState state = make_state(3);
+  state.integers.erase(io::kStepsTakenKey);
+  CHECK_THAT(error_of([&] { io::write_checkpoint(dir.str(), state, 0); }),
+             Catch::Contains(io::kStepsTakenKey));
+}
+
 TEST_CASE("checkpoint weights load as a weights file, and restore into a table", "[checkpoint]") {
   TempDir dir("ckpt");
   const io::CheckpointState state = make_state(1, 20);
@@ -171,7 +189,7 @@ TEST_CASE("a truncated or corrupted newest checkpoint is refused and the previou
     const std::string why = error_of([&] { io::read_checkpoint(newest); });
     CHECK_THAT(why, Catch::Contains(newest));
     io::FoundCheckpoint found = io::find_latest_checkpoint(dir.str(), identity());
-    CHECK(found.state.steps_taken == 10);
+    CHECK(found.state.integers.at(io::kStepsTakenKey) == 10);
     CHECK(fs::path(found.path).filename() == "checkpoint-000000000010.h5");
     REQUIRE(found.refused.size() == 1);
     CHECK_THAT(found.refused[0], Catch::Contains("checkpoint-000000000020.h5"));
@@ -181,13 +199,14 @@ TEST_CASE("a truncated or corrupted newest checkpoint is refused and the previou
     const std::string why = error_of([&] { io::read_checkpoint(newest); });
     CHECK_THAT(why, Catch::Contains("checksum mismatch"));
     io::FoundCheckpoint found = io::find_latest_checkpoint(dir.str(), identity());
-    CHECK(found.state.steps_taken == 10);
+    CHECK(found.state.integers.at(io::kStepsTakenKey) == 10);
     REQUIRE(found.refused.size() == 1);
     CHECK_THAT(found.refused[0], Catch::Contains("damaged"));
   }
   SECTION("empty file") {
     truncate_file(newest, 0.0);
-    CHECK(io::find_latest_checkpoint(dir.str(), identity()).state.steps_taken == 10);
+    CHECK(io::find_latest_checkpoint(dir.str(), identity()).state.integers.at(io::kStepsTakenKey) ==
+          10);
   }
   SECTION("none left") {
     truncate_file(newest, 0.3);
@@ -336,9 +355,10 @@ TEST_CASE("20 kills of a checkpoint writer never leave the directory without a g
     INFO("kill " << kill);
     REQUIRE(!found.path.empty());
     CHECK(found.refused.empty());  // a kill never leaves a damaged file under a checkpoint name
-    CHECK(found.state.steps_taken >= newest);
-    CHECK(found.state.model[0].values[0] == static_cast<float>(found.state.steps_taken));
-    newest = found.state.steps_taken;
+    CHECK(found.state.integers.at(io::kStepsTakenKey) >= newest);
+    CHECK(found.state.model[0].values[0] ==
+          static_cast<float>(found.state.integers.at(io::kStepsTakenKey)));
+    newest = found.state.integers.at(io::kStepsTakenKey);
   }
   // The kills did land inside writes (a temporary file was left behind) at least once.
   CHECK(killed_mid_write > 0);

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """nostrum-train's bad input: clear errors naming the option, the file or the tensor, non-zero exit,
-for unknown and invalid options, a missing dataset, and weights whose classes do not match the data."""
+for unknown and invalid options, options another option makes ignored, a missing dataset, and
+weights whose classes do not match the data."""
+import json
 import os
 import subprocess
 import tempfile
@@ -32,6 +34,16 @@ def main():
     p = run_plain(["--data", "/nonexistent", "--batch-size", "0"])
     check(p.returncode != 0 and "--batch-size" in p.stderr, "non-positive batch size is rejected")
 
+    # An option that another makes ignored is refused, naming both (src/train/resolve.cpp).
+    for args, option, other in [(["--sync-bn-group", "2"], "--sync-bn-group", "--sync-bn"),
+                                (["--keep-checkpoints", "5"], "--keep-checkpoints", "--checkpoint-dir"),
+                                (["--lars-eta", "0.002"], "--lars-eta", "--optimizer"),
+                                (["--lr-schedule", "cosine", "--poly-power", "3"], "--poly-power",
+                                 "--lr-schedule")]:
+        p = run_plain(["--data", "/nonexistent"] + args)
+        check(p.returncode == 1 and option in p.stderr and other in p.stderr,
+              f"{option} where {other} ignores it is refused naming both")
+
     p = run_plain(["--model", "resnet8"])
     check(p.returncode != 0 and "data" in p.stderr, "missing --data is reported")
 
@@ -47,6 +59,25 @@ def main():
     p = run_plain(["--help"])
     check(p.returncode == 0 and "Optimisation" in p.stdout and "Parallelism" in p.stdout,
           "--help is grouped by topic")
+    check("only with --sync-bn" in p.stdout and "only with --checkpoint-dir" in p.stdout,
+          "--help marks the options refused without another")
+
+    # --precision auto: rank 0's probes choose for every rank, the choice and both probe numbers are
+    # printed and the result records the precision run (bf16 hidden, as on a CPU without it).
+    data = fmnist_subset(1024, 256)
+    with tempfile.TemporaryDirectory() as work:
+        result = os.path.join(work, "result.json")
+        env = dict(os.environ, NOSTRUM_CPU_NO_BF16="1")
+        cmd = [os.path.join(ROOT, "tools", "mpirun"), "-n", "2", train_binary(), "--data", data,
+               "--model", "resnet8", "--width", "8", "--batch-size", "16", "--max-steps", "2",
+               "--threads", "1", "--precision", "auto", "--result-json", result]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        print(p.stdout[-3000:], p.stderr[-2000:], sep="\n")
+        check("precision auto -> fp32: the CPU lacks AVX512" in p.stdout and "fp32 FMA probe" in p.stdout
+              and "rank 0's probes decide for every rank" in p.stdout,
+              "--precision auto prints its choice and the probes")
+        check(os.path.exists(result) and json.load(open(result))["precision"] == "fp32",
+              "--precision auto without bf16 runs and records fp32")
 
     # Weights of a 1000-class model cannot start a 10-class run: the error names the tensor.
     data = fmnist_subset(4000, 1000)

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/kernels/bf16.hpp"
 
 int main(int argc, char** argv) {
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   if (!session.configData().listTests && !session.configData().listTestNamesOnly &&
       !nostrum::kernels::bf16_available()) {
     std::printf("SKIPPED: this CPU lacks AVX512_BF16 (%s)\n",
-                nostrum::kernels::bf16_features().describe().c_str());
+                nostrum::cpu_features().describe().c_str());
     return 77;
   }
   return session.run();

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -88,25 +87,6 @@ TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every 
       if (dst[size_t(i)] != fp32_to_bf16(src[size_t(i) + 5])) FAIL("element " << i);
     for (size_t i = size_t(count); i < dst.size(); ++i) REQUIRE(dst[i] == 0xabcd);  // no overrun
   }
-}
-
-TEST_CASE("bf16 features agree with /proc/cpuinfo", "[bf16]") {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  if (!cpuinfo) return;  // not Linux: nothing to compare (the binary is Linux-only in practice)
-  std::string line, flags;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0) {
-      flags = line + " ";
-      break;
-    }
-  auto has = [&](const char* f) {
-    return flags.find(std::string(" ") + f + " ") != std::string::npos;
-  };
-  const auto& f = nostrum::kernels::bf16_features();
-  INFO(f.describe() << " / " << flags);
-  CHECK(f.avx512_bf16 == has("avx512_bf16"));
-  CHECK(f.amx_bf16 == (has("amx_bf16") && has("amx_tile")));
-  if (!f.amx_bf16) CHECK_FALSE(f.amx_permitted);
 }
 
 TEST_CASE("parse_precision takes fp32 and bf16 only", "[bf16]") {

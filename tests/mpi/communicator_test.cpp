@@ -1,6 +1,8 @@
-// Communicator: rank/size, barrier, broadcast, allreduce of float buffers of many sizes, errors.
+// Communicator: rank/size, barrier, broadcast, allreduce of float buffers of many sizes, int max,
+// gather, allgather, the thread level, errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -71,6 +73,36 @@ TEST_CASE("gather_strings collects every rank's text in rank order on the root",
   } else {
     CHECK(all.empty());
   }
+}
+
+TEST_CASE("allreduce_max of int flags, gather of floats, allgather of uint64", "[mpi]") {
+  Communicator world;
+  const int p = world.size(), r = world.rank();
+  int flags[3] = {r == p - 1 ? 1 : 0, 0, r == 0 ? 7 : r};  // one rank raises the first flag
+  world.allreduce_max(flags, 3);
+  CHECK(flags[0] == 1);
+  CHECK(flags[1] == 0);
+  CHECK(flags[2] == std::max(7, p - 1));
+
+  const float mine[2] = {static_cast<float>(r), 0.5f * r};
+  std::vector<float> all(r == 1 % p ? 2 * static_cast<size_t>(p) : 0, -1.0f);
+  world.gather(mine, 2, all.data(), 1 % p);  // to rank 1 (not rank 0: the root is honoured)
+  if (r == 1 % p)
+    for (int q = 0; q < p; ++q) {
+      CHECK(all[2 * q] == static_cast<float>(q));
+      CHECK(all[2 * q + 1] == 0.5f * q);
+    }
+
+  const std::vector<uint64_t> ids = world.allgather(0x100000000ULL * r + 3);
+  REQUIRE(ids.size() == static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) CHECK(ids[q] == 0x100000000ULL * q + 3);
+}
+
+TEST_CASE("thread_level is what MPI provided", "[mpi]") {
+  int provided = -1;
+  MPI_Query_thread(&provided);
+  CHECK(Communicator::thread_level() == provided);
+  CHECK(Communicator::thread_level() >= MPI_THREAD_SINGLE);
 }
 
 TEST_CASE("a failing MPI call throws MpiError naming the call and the rank", "[mpi]") {

@@ -1,4 +1,5 @@
-// Identical initial weights: broadcast from rank 0, checksum verification naming differing ranks.
+// Identical initial weights: broadcast from rank 0, checksum verification naming differing ranks
+// (the hash itself: tests/core/hash_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,26 +9,9 @@
 #include "mpi/communicator.hpp"
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/hash.hpp"
 
 using nostrum::mpi::Communicator;
-
-TEST_CASE("checksum_bytes changes with any flipped bit and covers tail bytes", "[mpi][weights]") {
-  std::vector<unsigned char> bytes(1003);
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 31);
-  const uint64_t base = nostrum::mpi::checksum_bytes(bytes.data(), bytes.size());
-  CHECK(base == nostrum::mpi::checksum_bytes(bytes.data(), bytes.size()));
-  CHECK(base != nostrum::mpi::checksum_bytes(bytes.data(), bytes.size() - 1));
-  for (size_t i : {size_t{0}, size_t{7}, size_t{8}, size_t{500}, size_t{1000}, size_t{1002}}) {
-    for (int bit = 0; bit < 8; bit += 3) {
-      bytes[i] ^= static_cast<unsigned char>(1u << bit);
-      CHECK(base != nostrum::mpi::checksum_bytes(bytes.data(), bytes.size()));
-      bytes[i] ^= static_cast<unsigned char>(1u << bit);
-    }
-  }
-  // -0.0f and 0.0f differ in bytes: the checksum is over bits, not values
-  const float zero = 0.0f, negative_zero = -0.0f;
-  CHECK(nostrum::mpi::checksum_bytes(&zero, 4) != nostrum::mpi::checksum_bytes(&negative_zero, 4));
-}
 
 TEST_CASE("broadcast_weights makes every rank hold rank 0's weights", "[mpi][weights]") {
   Communicator world;
@@ -35,7 +19,7 @@ TEST_CASE("broadcast_weights makes every rank hold rank 0's weights", "[mpi][wei
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.001f * i + world.rank();
   const uint64_t checksum = nostrum::mpi::broadcast_weights(world, weights.data(), weights.size());
   for (size_t i = 0; i < weights.size(); ++i) REQUIRE(weights[i] == 0.001f * i);
-  CHECK(checksum == nostrum::mpi::checksum_bytes(weights.data(), weights.size() * sizeof(float)));
+  CHECK(checksum == nostrum::hash_bytes(weights.data(), weights.size() * sizeof(float)));
   auto all = world.gather_strings(std::to_string(checksum), 0);
   for (const auto& c : all) CHECK(c == std::to_string(checksum));
 }

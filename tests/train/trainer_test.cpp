@@ -15,19 +15,22 @@
 #include <string>
 #include <vector>
 
-#include "convert.hpp"
 #include "evaluate.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/hash.hpp"
 #include "nostrum/optim/sgd.hpp"
+#include "resolve.hpp"
 #include "result.hpp"
 #include "setup.hpp"
+#include "synthetic_dataset.hpp"
 #include "train_step.hpp"
 #include "trainer.hpp"
 
 using namespace nostrum;
 using train::Run;
+using train::RunConfig;
 using train::TrainOptions;
 
 namespace {
@@ -35,39 +38,20 @@ namespace {
 constexpr int kBatch = 6;  // per rank; the validation split (50) is not a multiple of 6 x ranks
 
 // A synthetic raw 12x12x3 dataset of 10 classes (240 train, 50 val), made once by rank 0 in a
-// directory every rank sees; removed at exit.
+// directory every rank sees; removed when rank 0 exits.
 const std::string& dataset() {
   static const std::string dir = [] {
     mpi::Communicator world;
-    std::string path = (std::filesystem::temp_directory_path() /
-                        ("nostrum-trainer-test-" + std::to_string(::getpid())))
-                           .string();
+    std::string path = world.rank() == 0 ? testing::process_temp_dir() + "/data" : "";
     world.broadcast(path, 0);
-    if (world.rank() == 0) {
-      shards::SyntheticOptions s;
-      s.train = 240;
-      s.val = 50;
-      s.height = s.width = 12;
-      s.channels = 3;
-      s.kind = io::ImageKind::raw;
-      shards::ConvertOptions c;
-      c.output = path;
-      c.threads = 1;
-      c.overwrite = true;
-      c.quiet = true;
-      shards::convert_synthetic(s, c);
-      std::atexit([] {
-        std::error_code ec;
-        std::filesystem::remove_all(dataset(), ec);
-      });
-    }
+    if (world.rank() == 0) testing::write_synthetic_dataset(path, io::ImageKind::raw, 240, 50, 12);
     world.barrier();
     return path;
   }();
   return dir;
 }
 
-TrainOptions small_run() {
+TrainOptions small_options() {
   TrainOptions o;
   o.data_dir = dataset();
   o.model = "resnet8";
@@ -82,9 +66,13 @@ TrainOptions small_run() {
   return o;
 }
 
+RunConfig small_run() {
+  return train::resolve(small_options());
+}
+
 std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, const float* data,
                                               size_t count) {
-  const uint64_t mine = mpi::checksum_bytes(data, count * sizeof(float));
+  const uint64_t mine = hash_bytes(data, count * sizeof(float));
   std::vector<uint64_t> all(world.size());
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world.handle());
   return all;
@@ -94,18 +82,18 @@ std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, co
 
 TEST_CASE("train_step equals the engine-level loop written out by hand", "[train]") {
   mpi::Communicator world;
-  const TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   // The same step by hand: a second model, loader and SGD built from the same options.
   std::unique_ptr<Run> twin = train::setup_run(o, world);
   model::Model& net = *twin->model;
   optim::SgdOptions sgd_options;
-  sgd_options.momentum = static_cast<float>(o.momentum);
-  sgd_options.weight_decay = static_cast<float>(o.weight_decay);
-  sgd_options.exempt_bias_and_norm_from_decay = o.exempt_bias_and_norm;
+  sgd_options.momentum = static_cast<float>(o.optimizer.momentum);
+  sgd_options.weight_decay = static_cast<float>(o.optimizer.weight_decay);
+  sgd_options.exempt_bias_and_norm_from_decay = o.optimizer.exempt_bias_and_norm;
   optim::Sgd sgd(net.parameters(), sgd_options);
-  const optim::LrSchedule schedule(
-      train::schedule_options(o, run->plan.steps_per_epoch, run->plan.base_lr));
+  const optim::LrSchedule schedule(train::schedule_options(
+      o.schedule, o.training.epochs, run->plan.steps_per_epoch, run->plan.base_lr));
   const float scale = 1.0f / static_cast<float>(kBatch * world.size());
 
   run->train_loader->start_epoch(0);
@@ -115,7 +103,8 @@ TEST_CASE("train_step equals the engine-level loop written out by hand", "[train
     io::Batch batch;
     REQUIRE(twin->train_loader->next(batch));
     net.forward(batch.images, static_cast<int>(batch.count), true);
-    const double loss = net.loss(batch.labels, static_cast<float>(o.label_smoothing), scale);
+    const double loss =
+        net.loss(batch.labels, static_cast<float>(o.training.label_smoothing), scale);
     net.backward();
     world.allreduce_sum(net.gradient_data(), net.parameter_count());
     sgd.step(static_cast<float>(schedule.lr(step)));
@@ -141,7 +130,7 @@ TEST_CASE("train_step equals the engine-level loop written out by hand", "[train
 
 TEST_CASE("the run's counters and time split add up", "[train]") {
   mpi::Communicator world;
-  TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   const int64_t steps_per_epoch = run->plan.steps_per_epoch;
   REQUIRE(steps_per_epoch == 240 / (kBatch * world.size()));
@@ -172,7 +161,7 @@ TEST_CASE("the run's counters and time split add up", "[train]") {
 
 TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
   mpi::Communicator world;
-  const TrainOptions o = small_run();
+  const RunConfig o = small_run();
   std::unique_ptr<Run> run = train::setup_run(o, world);
   train::train_epoch(*run, {});  // each rank's BN running statistics from its own batches
   model::Model& net = *run->model;
@@ -205,21 +194,22 @@ TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
 
 TEST_CASE("the result JSON parses and round-trips", "[train]") {
   train::RunResult r;
-  r.status = "success";
+  r.state.status = train::RunStatus::kSuccess;
   r.time_to_solution = 102.25201;
   r.epochs = 4;
-  r.steps = 7500;
+  r.state.steps_taken = 7500;
   r.final_accuracy = 0.9209;
   r.target_accuracy = 0.91;
   r.images_per_second = 2459.05;
   r.model = "resnet8";
   r.optimizer = "sgd";
+  r.precision = "bf16";
   r.ranks = 2;
   r.threads = 1;
   r.global_batch = 32;
-  r.seed = 18446744073709551615ull;
-  r.time = {90.5, 1.25, 3.5, 0.125, 10.0};
-  r.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
+  r.state.seed = 18446744073709551615ull;
+  r.state.time = {90.5, 1.25, 3.5, 0.125, 10.0};
+  r.state.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
   r.weights_checksum = 0xdeadbeef01234567ull;
   r.buffers_checksum = 0x0123456789abcdefull;
   r.parameters = 77754;
@@ -233,18 +223,23 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
   CHECK(back.time_to_solution == r.time_to_solution);
-  CHECK(back.seed == r.seed);
-  CHECK(back.evals.size() == 2);
-  CHECK(back.evals[1].accuracy == r.evals[1].accuracy);
-  CHECK(back.time.evaluation == r.time.evaluation);
+  CHECK(back.state.status == train::RunStatus::kSuccess);
+  CHECK(back.state.steps_taken == 7500);
+  CHECK(back.state.seed == r.state.seed);
+  CHECK(back.state.evals.size() == 2);
+  CHECK(back.state.evals[1].accuracy == r.state.evals[1].accuracy);
+  CHECK(back.state.time.evaluation == r.state.time.evaluation);
+  CHECK(back.state.time.hidden_allreduce == r.state.time.hidden_allreduce);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
   CHECK(back.bucket_floats == r.bucket_floats);
   CHECK(back.activation_bytes == r.activation_bytes);
   CHECK(back.rank_cores == 2);
   CHECK(back.overlap);
+  CHECK(back.precision == "bf16");
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
+  CHECK(text.find("\"steps\": 7500,") != std::string::npos);      // the JSON keys readers use
 
   r.final_accuracy = std::numeric_limits<double>::quiet_NaN();
   const std::string with_nan = train::result_json(r);
@@ -252,15 +247,18 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(with_nan.find("\"final_accuracy\": null") != std::string::npos);
   CHECK_THROWS_AS(train::parse_result_json("{\"status\": \"success\"}"), nostrum::DataError);
   CHECK_THROWS_AS(train::parse_result_json("not json"), nostrum::DataError);
+  std::string unknown_status = text;
+  unknown_status.replace(unknown_status.find("success"), 7, "victory");
+  CHECK_THROWS_AS(train::parse_result_json(unknown_status), nostrum::DataError);
 }
 
 TEST_CASE("the result records the gradient buckets the allreducer reduces", "[train]") {
   mpi::Communicator world;
-  TrainOptions o = small_run();
+  TrainOptions o = small_options();
   o.model = "resnet20";  // width 32: about 1.1 M parameters, so 1 MB buckets make several
   o.width = 32;
   o.bucket_mb = 1.0;
-  std::unique_ptr<Run> run = train::setup_run(o, world);
+  std::unique_ptr<Run> run = train::setup_run(train::resolve(o), world);
   const train::RunResult r = train::make_result(*run, 0.0, 0, 0);
   int64_t sum = 0;
   for (int64_t floats : r.bucket_floats) sum += floats;

@@ -16,10 +16,12 @@
 
 #include "model_convs.hpp"
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
 namespace {
@@ -163,39 +165,30 @@ double sgemm_ceiling(int repeats) {
   return 2.0 * n * n * n / s * 1e-9;
 }
 
-// GFLOP/s of independent vdpbf16ps chains in registers on every thread of the pool (each
-// instruction 16 lanes x 2 products x 2 flops): the bf16 arithmetic ceiling, as the SGEMM probe
-// is fp32's practical one. 0 without AVX512_BF16.
-double bf16_dot_ceiling(int repeats) {
-  if (!nostrum::kernels::bf16_available()) return 0.0;
+// GFLOP/s of a register probe (precision_choice.hpp) on every thread of the pool at once: the
+// arithmetic ceilings, as the SGEMM probe is fp32's practical one. vdpbf16ps (16 lanes x 2
+// products x 2 flops an instruction; 0 without AVX512_BF16) and FMA (zmm where the CPU has
+// AVX-512, else ymm: fp32_fma_probe_isa()); on a CPU where vdpbf16ps issues at half FMA's rate the
+// two read the same.
+double register_ceiling(int repeats, double (*probe_gflops)(int64_t)) {
   const int64_t iterations = 20000000;
-  int threads = 1;
-  const double s = best_seconds(repeats, [&] {
-#pragma omp parallel
-    {
-#pragma omp single
-      threads = omp_get_num_threads();
-      nostrum::kernels::bf16_dot_probe_seconds(iterations);
-    }
-  });
-  return threads * double(iterations) * 24 * 16 * 2 * 2 / s * 1e-9;
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    double sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    sum += probe_gflops(iterations);
+    best = std::max(best, sum);
+  }
+  return best;
 }
 
-// GFLOP/s of the same register probe with fp32 FMAs (half the flops per instruction): on a CPU
-// where vdpbf16ps issues at half FMA's rate the two read the same. 0 without AVX-512.
+double bf16_dot_ceiling(int repeats) {
+  if (!nostrum::kernels::bf16_available()) return 0.0;
+  return register_ceiling(repeats, nostrum::kernels::bf16_dot_probe_gflops);
+}
+
 double fp32_fma_ceiling(int repeats) {
-  if (!nostrum::kernels::bf16_features().avx512) return 0.0;
-  const int64_t iterations = 20000000;
-  int threads = 1;
-  const double s = best_seconds(repeats, [&] {
-#pragma omp parallel
-    {
-#pragma omp single
-      threads = omp_get_num_threads();
-      nostrum::kernels::fp32_fma_probe_seconds(iterations);
-    }
-  });
-  return threads * double(iterations) * 24 * 16 * 2 / s * 1e-9;
+  return register_ceiling(repeats, nostrum::kernels::fp32_fma_probe_gflops);
 }
 
 // GFLOP/s of the bf16 GEMM (nostrum's vdpbf16ps kernel, packing included) on 2048^3.
@@ -266,11 +259,11 @@ int main(int argc, char** argv) try {
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
   std::printf(
       "# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s, BF16-DOT "
-      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT %.1f GFLOP/s, precision %s, "
+      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT (%s) %.1f GFLOP/s, precision %s, "
       "%s\n",
       omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
-      fma_dot, nostrum::kernels::precision_name(opt.precision),
-      nostrum::kernels::bf16_features().describe().c_str());
+      nostrum::kernels::fp32_fma_probe_isa(), fma_dot,
+      nostrum::kernels::precision_name(opt.precision), nostrum::cpu_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
               "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%",
               "bwd-w%");

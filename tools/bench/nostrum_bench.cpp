@@ -15,6 +15,7 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/model/model.hpp"
 #include "nostrum/optim/sgd.hpp"
 
@@ -26,15 +27,18 @@ struct Options {
   int batch = 32, threads = 0, steps = 5, warmup = 1, classes = 0;
   bool layers = false;
   nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
+  std::string precision_note;  // --precision auto: the probes and the choice
 };
 
 const char* kUsage =
     "usage: nostrum-bench --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]\n"
-    "                     [--classes K] [--layers] [--precision fp32|bf16]\n"
+    "                     [--classes K] [--layers] [--precision fp32|bf16|auto]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
-    "  and the classifier on bf16 operands with fp32 sums (needs AVX512_BF16).\n";
+    "  and the classifier on bf16 operands with fp32 sums (needs AVX512_BF16); auto: bf16 where "
+    "its\n"
+    "  register probe is at least 1.3x the fp32 FMA probe on this CPU, else fp32 (printed).\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -71,7 +75,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--classes") {
       o.classes = number(value());
     } else if (a == "--precision") {
-      o.precision = nostrum::kernels::parse_precision(value());
+      o.precision = nostrum::kernels::precision_from_option(value(), a, &o.precision_note);
     } else if (a == "--layers") {
       o.layers = true;
     } else if (a == "--help" || a == "-h") {
@@ -142,6 +146,8 @@ int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const int threads = omp_get_max_threads();
+  if (!opt.precision_note.empty())
+    std::fprintf(stderr, "nostrum-bench: %s\n", opt.precision_note.c_str());
 
   nostrum::model::ModelConfig config;
   config.name = opt.model;

@@ -91,139 +91,162 @@ def power_of_two_times(v, unit):
     return abs(n - round(n)) < 1e-9
 
 
-def check(lines, accuracy_target):
-    errors = []
-    count = {}
-    for ll in lines:
-        count[ll.key] = count.get(ll.key, 0) + 1
+class Checker:
+    """The errors found so far, the count of each key, and the official checker's three kinds of
+    message: a rule that failed on a line, a key's required count, one of several keys required."""
 
-    def fail(ll, rule, detail=""):
-        errors.append("line %d, key '%s': rule [%s] failed%s\n    %s"
-                      % (ll.lineno, ll.key, rule, (": " + detail) if detail else "", ll.text))
+    def __init__(self, lines):
+        self.errors = []
+        self.count = {}
+        for ll in lines:
+            self.count[ll.key] = self.count.get(ll.key, 0) + 1
 
-    def require(key, how, rule_file):
-        n = count.get(key, 0)
+    def fail(self, ll, rule, detail=""):
+        self.errors.append("line %d, key '%s': rule [%s] failed%s\n    %s"
+                           % (ll.lineno, ll.key, rule, (": " + detail) if detail else "", ll.text))
+
+    def require(self, key, how, rule_file):
+        n = self.count.get(key, 0)
         if how == "EXACTLY_ONE" and n != 1:
-            errors.append("%s: Required EXACTLY_ONE occurrence of '%s' but found %d"
-                          % (rule_file, key, n))
+            self.errors.append("%s: Required EXACTLY_ONE occurrence of '%s' but found %d"
+                               % (rule_file, key, n))
         if how == "AT_LEAST_ONE" and n < 1:
-            errors.append("%s: Required AT_LEAST_ONE occurrence of '%s' but found %d"
-                          % (rule_file, key, n))
+            self.errors.append("%s: Required AT_LEAST_ONE occurrence of '%s' but found %d"
+                               % (rule_file, key, n))
 
-    def require_either(keys, rule_file):
-        if not any(count.get(k, 0) for k in keys):
-            errors.append("%s: Required AT_LEAST_ONE occurrence of %s"
-                          % (rule_file, " or ".join("'%s'" % k for k in keys)))
+    def require_either(self, keys, rule_file):
+        if not any(self.count.get(k, 0) for k in keys):
+            self.errors.append("%s: Required AT_LEAST_ONE occurrence of %s"
+                               % (rule_file, " or ".join("'%s'" % k for k in keys)))
 
-    # ---- training_4.0.0/common.yaml -----------------------------------------------------------
-    C = "common.yaml"
+
+# ---- training_4.0.0/common.yaml ---------------------------------------------------------------
+COMMON = "common.yaml"
+
+
+def common_submission(c, ll):
+    """The submission keys and the sample counts: non-empty values from fixed lists."""
+    v = ll.value
+    if ll.key in ("submission_org", "submission_platform", "train_samples", "eval_samples"):
+        # CHECK: " v['value'] != '' "
+        if v == "" or v is None:
+            c.fail(ll, "v['value'] != ''")
+    elif ll.key == "submission_division":
+        # CHECK: " v['value'] in ['closed', 'open'] "; this tool checks the closed division
+        if v not in ("closed", "open"):
+            c.fail(ll, "v['value'] in ['closed', 'open']")
+        elif v != "closed":
+            c.fail(ll, "closed division", "this checker enforces the closed-division rules")
+    elif ll.key == "submission_status":
+        # CHECK: " v['value'] in ['cloud', 'onprem', 'preview', 'research'] "
+        if v not in ("cloud", "onprem", "preview", "research"):
+            c.fail(ll, "v['value'] in ['cloud', 'onprem', 'preview', 'research']")
+    # cache_clear: CHECK: "'value' in v" (every parsed line has a value field)
+
+
+def common_sequence(c, s, ll):
+    """init_start < init_stop < run_start < run_stop, the closed division's initialisation time."""
+    if ll.key == "init_start":
+        # CHECK: not s['init_stopped']; not s['run_started']
+        if s["init_stopped"]:
+            c.fail(ll, "not s['init_stopped']", "init_start after init_stop")
+        if s["run_started"]:
+            c.fail(ll, "not s['run_started']", "init_start after run_start")
+        s["init_started"] = True
+        s["first_init_start"] = min(s["first_init_start"], ll.timestamp)
+    elif ll.key == "init_stop":
+        # CHECK: s['init_started']; not s['run_started'];
+        #        ll.timestamp - s['first_init_start'] < (s['compile_time_mins']*60*1e3)
+        if not s["init_started"]:
+            c.fail(ll, "s['init_started']", "init_stop before init_start")
+        if s["run_started"]:
+            c.fail(ll, "not s['run_started']", "init_stop after run_start")
+        if ll.timestamp - s["first_init_start"] >= CLOSED_COMPILE_MINUTES * 60 * 1e3:
+            c.fail(ll, "ll.timestamp - s['first_init_start'] < compile_time_mins*60*1e3",
+                   "initialisation took %.1f min, closed division allows %d"
+                   % ((ll.timestamp - s["first_init_start"]) / 60e3, CLOSED_COMPILE_MINUTES))
+        s["init_stopped"] = True
+    elif ll.key == "run_start":
+        # CHECK: " ( s['init_stopped'] == True )"
+        if not s["init_stopped"]:
+            c.fail(ll, "s['init_stopped'] == True", "run_start before init_stop")
+        s["run_started"] = True
+    elif ll.key == "run_stop":
+        # CHECK: s['run_started']; 'status' in v['metadata']
+        if not s["run_started"]:
+            c.fail(ll, "s['run_started']", "run_stop before run_start")
+        if "status" not in ll.metadata:
+            c.fail(ll, "'status' in v['metadata']")
+        s["run_stopped"] = True
+
+
+def common_block_epoch_eval(c, s, ll):
+    """The metadata that block, epoch and evaluation events must carry."""
+    md = ll.metadata
+    if ll.key == "block_start":
+        # CHECK: s['run_started']; ('epoch_count' in md) | ('step_num' in md);
+        #        'first_epoch_num' in md if 'epoch_count' in md; epoch_count > 0; step_num >= 0
+        if not s["run_started"]:
+            c.fail(ll, "s['run_started']", "block_start before run_start")
+        if "epoch_count" not in md and "step_num" not in md:
+            c.fail(ll, "('epoch_count' in v['metadata']) | ('step_num' in v['metadata'])")
+        if "epoch_count" in md and "first_epoch_num" not in md:
+            c.fail(ll, "'first_epoch_num' in v['metadata'] if 'epoch_count' in v['metadata']")
+        if "epoch_count" in md and not (is_number(md["epoch_count"]) and md["epoch_count"] > 0):
+            c.fail(ll, "v['metadata']['epoch_count'] > 0")
+        if "step_num" in md and not (is_number(md["step_num"]) and md["step_num"] >= 0):
+            c.fail(ll, "v['metadata']['step_num'] >= 0")
+    elif ll.key == "block_stop":
+        # CHECK: ('first_epoch_num' in md) | ('step_num' in md)
+        if "first_epoch_num" not in md and "step_num" not in md:
+            c.fail(ll, "('first_epoch_num' in v['metadata']) | ('step_num' in v['metadata'])")
+    elif ll.key in ("epoch_start", "epoch_stop"):
+        # CHECK: 'epoch_num' in v['metadata']
+        if "epoch_num" not in md:
+            c.fail(ll, "'epoch_num' in v['metadata']")
+    elif ll.key in ("eval_start", "eval_stop", "eval_accuracy"):
+        # CHECK: ('epoch_num' in md) | ('step_num' in md)
+        if "epoch_num" not in md and "step_num" not in md:
+            c.fail(ll, "('epoch_num' in v['metadata']) | ('step_num' in v['metadata'])")
+
+
+def check_common(c, lines):
     s = {"init_started": False, "init_stopped": False, "run_started": False, "run_stopped": False,
          "first_init_start": 9e99}
     for ll in lines:
-        v, md = ll.value, ll.metadata
-        if ll.key in ("submission_org", "submission_platform"):
-            # CHECK: " v['value'] != '' "
-            if v == "" or v is None:
-                fail(ll, "v['value'] != ''")
-        elif ll.key == "submission_division":
-            # CHECK: " v['value'] in ['closed', 'open'] "; this tool checks the closed division
-            if v not in ("closed", "open"):
-                fail(ll, "v['value'] in ['closed', 'open']")
-            elif v != "closed":
-                fail(ll, "closed division", "this checker enforces the closed-division rules")
-        elif ll.key == "submission_status":
-            # CHECK: " v['value'] in ['cloud', 'onprem', 'preview', 'research'] "
-            if v not in ("cloud", "onprem", "preview", "research"):
-                fail(ll, "v['value'] in ['cloud', 'onprem', 'preview', 'research']")
-        elif ll.key == "cache_clear":
-            pass  # CHECK: "'value' in v" (every parsed line has a value field)
-        elif ll.key == "init_start":
-            # CHECK: not s['init_stopped']; not s['run_started']
-            if s["init_stopped"]:
-                fail(ll, "not s['init_stopped']", "init_start after init_stop")
-            if s["run_started"]:
-                fail(ll, "not s['run_started']", "init_start after run_start")
-            s["init_started"] = True
-            s["first_init_start"] = min(s["first_init_start"], ll.timestamp)
-        elif ll.key == "init_stop":
-            # CHECK: s['init_started']; not s['run_started'];
-            #        ll.timestamp - s['first_init_start'] < (s['compile_time_mins']*60*1e3)
-            if not s["init_started"]:
-                fail(ll, "s['init_started']", "init_stop before init_start")
-            if s["run_started"]:
-                fail(ll, "not s['run_started']", "init_stop after run_start")
-            if ll.timestamp - s["first_init_start"] >= CLOSED_COMPILE_MINUTES * 60 * 1e3:
-                fail(ll, "ll.timestamp - s['first_init_start'] < compile_time_mins*60*1e3",
-                     "initialisation took %.1f min, closed division allows %d"
-                     % ((ll.timestamp - s["first_init_start"]) / 60e3, CLOSED_COMPILE_MINUTES))
-            s["init_stopped"] = True
-        elif ll.key == "run_start":
-            # CHECK: " ( s['init_stopped'] == True )"
-            if not s["init_stopped"]:
-                fail(ll, "s['init_stopped'] == True", "run_start before init_stop")
-            s["run_started"] = True
-        elif ll.key == "run_stop":
-            # CHECK: s['run_started']; 'status' in v['metadata']
-            if not s["run_started"]:
-                fail(ll, "s['run_started']", "run_stop before run_start")
-            if "status" not in md:
-                fail(ll, "'status' in v['metadata']")
-            s["run_stopped"] = True
-        elif ll.key == "block_start":
-            # CHECK: s['run_started']; ('epoch_count' in md) | ('step_num' in md);
-            #        'first_epoch_num' in md if 'epoch_count' in md; epoch_count > 0; step_num >= 0
-            if not s["run_started"]:
-                fail(ll, "s['run_started']", "block_start before run_start")
-            if "epoch_count" not in md and "step_num" not in md:
-                fail(ll, "('epoch_count' in v['metadata']) | ('step_num' in v['metadata'])")
-            if "epoch_count" in md and "first_epoch_num" not in md:
-                fail(ll, "'first_epoch_num' in v['metadata'] if 'epoch_count' in v['metadata']")
-            if "epoch_count" in md and not (is_number(md["epoch_count"]) and md["epoch_count"] > 0):
-                fail(ll, "v['metadata']['epoch_count'] > 0")
-            if "step_num" in md and not (is_number(md["step_num"]) and md["step_num"] >= 0):
-                fail(ll, "v['metadata']['step_num'] >= 0")
-        elif ll.key == "block_stop":
-            # CHECK: ('first_epoch_num' in md) | ('step_num' in md)
-            if "first_epoch_num" not in md and "step_num" not in md:
-                fail(ll, "('first_epoch_num' in v['metadata']) | ('step_num' in v['metadata'])")
-        elif ll.key in ("epoch_start", "epoch_stop"):
-            # CHECK: 'epoch_num' in v['metadata']
-            if "epoch_num" not in md:
-                fail(ll, "'epoch_num' in v['metadata']")
-        elif ll.key in ("eval_start", "eval_stop", "eval_accuracy"):
-            # CHECK: ('epoch_num' in md) | ('step_num' in md)
-            if "epoch_num" not in md and "step_num" not in md:
-                fail(ll, "('epoch_num' in v['metadata']) | ('step_num' in v['metadata'])")
-        elif ll.key in ("train_samples", "eval_samples"):
-            # CHECK: " v['value'] != '' "
-            if v == "" or v is None:
-                fail(ll, "v['value'] != ''")
+        common_submission(c, ll)
+        common_sequence(c, s, ll)
+        common_block_epoch_eval(c, s, ll)
     for key in ("submission_org", "submission_platform", "submission_division",
                 "submission_status", "init_stop", "run_start", "run_stop", "train_samples",
                 "eval_samples"):
-        require(key, "EXACTLY_ONE", C)
+        c.require(key, "EXACTLY_ONE", COMMON)
     for key in ("cache_clear", "init_start", "eval_accuracy"):
-        require(key, "AT_LEAST_ONE", C)
-    require_either(("block_start", "epoch_start"), C)   # block_start: AT_LEAST_ONE_OR(epoch_start)
-    require_either(("block_stop", "epoch_stop"), C)     # block_stop: AT_LEAST_ONE_OR(epoch_stop)
-    require_either(("eval_start", "block_start"), C)    # eval_start: AT_LEAST_ONE_OR(block_start)
-    require_either(("eval_stop", "block_stop"), C)      # eval_stop: AT_LEAST_ONE_OR(block_stop)
+        c.require(key, "AT_LEAST_ONE", COMMON)
+    c.require_either(("block_start", "epoch_start"), COMMON)  # AT_LEAST_ONE_OR(epoch_start)
+    c.require_either(("block_stop", "epoch_stop"), COMMON)    # AT_LEAST_ONE_OR(epoch_stop)
+    c.require_either(("eval_start", "block_start"), COMMON)   # AT_LEAST_ONE_OR(block_start)
+    c.require_either(("eval_stop", "block_stop"), COMMON)     # AT_LEAST_ONE_OR(block_stop)
 
-    # ---- training_4.0.0/closed_common.yaml ----------------------------------------------------
-    CC = "closed_common.yaml"
+
+# ---- training_4.0.0/closed_common.yaml --------------------------------------------------------
+def check_closed_common(c, lines):
     for ll in lines:
         if ll.key == "submission_benchmark":
             # CHECK: v['value'] in ['resnet', ...]; POST enqueues closed_<benchmark>.yaml
             if ll.value != "resnet":
-                fail(ll, "v['value'] == 'resnet'", "this checker covers the ResNet benchmark")
+                c.fail(ll, "v['value'] == 'resnet'", "this checker covers the ResNet benchmark")
         elif ll.key == "gradient_accumulation_steps":
             # CHECK: " v['value'] > 0 "
             if not (is_number(ll.value) and ll.value > 0):
-                fail(ll, "v['value'] > 0")
-    require("submission_benchmark", "EXACTLY_ONE", CC)
-    require("gradient_accumulation_steps", "EXACTLY_ONE", CC)
+                c.fail(ll, "v['value'] > 0")
+    c.require("submission_benchmark", "EXACTLY_ONE", "closed_common.yaml")
+    c.require("gradient_accumulation_steps", "EXACTLY_ONE", "closed_common.yaml")
 
-    # ---- closed_resnet.yaml ---------------------------------------------------------------------
+
+# ---- closed_resnet.yaml -------------------------------------------------------------------------
+def check_closed_resnet(c, lines, accuracy_target):
+    """Returns the optimizer ('sgd', 'lars' or None when the log names no valid one)."""
     R = "closed_resnet.yaml"
     opt = None
     reached = False
@@ -231,82 +254,92 @@ def check(lines, accuracy_target):
         if ll.key == "global_batch_size":
             # CHECK: " v['value'] > 0"
             if not (is_number(ll.value) and ll.value > 0):
-                fail(ll, "v['value'] > 0")
+                c.fail(ll, "v['value'] > 0")
         elif ll.key == "opt_name":
             # CHECK: " v['value'] in ['sgd', 'lars'] "; POST enqueues closed_resnet_{opt}.yaml
             if ll.value not in ("sgd", "lars"):
-                fail(ll, "v['value'] in ['sgd', 'lars']")
+                c.fail(ll, "v['value'] in ['sgd', 'lars']")
             else:
                 opt = ll.value
         elif ll.key == "eval_accuracy":
             # CHECK: 'epoch_num' in v['metadata']
             if "epoch_num" not in ll.metadata:
-                fail(ll, "'epoch_num' in v['metadata']")
+                c.fail(ll, "'epoch_num' in v['metadata']")
             # nostrum: eval_accuracy is a fraction (never a percentage, never null/NaN)
             if not (is_number(ll.value) and 0.0 <= ll.value <= 1.0):
-                fail(ll, "eval_accuracy is a fraction in [0, 1]")
+                c.fail(ll, "eval_accuracy is a fraction in [0, 1]")
             # ATLEAST_ONE_CHECK: "v['value'] >= 0.7590 and v['value'] < 1.0"
             elif accuracy_target <= ll.value < 1.0:
                 reached = True
     for key in ("global_batch_size", "opt_name"):
-        require(key, "EXACTLY_ONE", R)
-    if count.get("eval_accuracy", 0) and not reached:
-        errors.append("%s: ATLEAST_ONE_CHECK failed: no eval_accuracy with %g <= value < 1.0"
-                      % (R, accuracy_target))
+        c.require(key, "EXACTLY_ONE", R)
+    if c.count.get("eval_accuracy", 0) and not reached:
+        c.errors.append("%s: ATLEAST_ONE_CHECK failed: no eval_accuracy with %g <= value < 1.0"
+                        % (R, accuracy_target))
+    return opt
 
-    # ---- training_3.1.0/closed_resnet_{sgd,lars}.yaml ---------------------------------------------
-    if opt == "lars":
-        F = "closed_resnet_lars.yaml"
-        rules = {
-            "lars_opt_base_learning_rate": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
-            "lars_opt_end_learning_rate": ("v['value'] == 0.0001", lambda v: v == 0.0001),
-            "lars_opt_learning_rate_decay_poly_power": ("v['value'] == 2", lambda v: v == 2),
-            "lars_opt_learning_rate_decay_steps": ("v['value'] > 0",
-                                                   lambda v: is_number(v) and v > 0),
-            "lars_epsilon": ("v['value'] == 0", lambda v: v == 0 and not isinstance(v, bool)),
-            "lars_opt_learning_rate_warmup_epochs": ("v['value'] > 0",
-                                                     lambda v: is_number(v) and v > 0),
-            "lars_opt_momentum": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
-            "lars_opt_weight_decay": ("v['value'] == 0.0001 * 2**N for an integer N",
-                                      lambda v: power_of_two_times(v, 0.0001)),
-        }
-    elif opt == "sgd":
-        F = "closed_resnet_sgd.yaml"
-        rules = {
-            "sgd_opt_base_learning_rate": ("v['value'] is a positive multiple of 0.001",
-                                           lambda v: multiple_of(v, 0.001)),
-            "sgd_opt_end_learning_rate": ("v['value'] == 0.0001", lambda v: v == 0.0001),
-            "sgd_opt_learning_rate_decay_poly_power": ("v['value'] > 0",
-                                                       lambda v: is_number(v) and v > 0),
-            "sgd_opt_learning_rate_decay_steps": ("v['value'] > 0",
-                                                  lambda v: is_number(v) and v > 0),
-            "sgd_opt_weight_decay": ("v['value'] == 0.0001 * 2**N for an integer N",
-                                     lambda v: power_of_two_times(v, 0.0001)),
-            "sgd_opt_momentum": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
-            "opt_learning_rate_warmup_epochs": ("v['value'] >= 0",
-                                                lambda v: is_number(v) and v >= 0),
-            "model_bn_span": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
-        }
-    else:
-        F, rules = None, {}
+
+# ---- training_3.1.0/closed_resnet_{sgd,lars}.yaml -----------------------------------------------
+LARS_RULES = {
+    "lars_opt_base_learning_rate": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "lars_opt_end_learning_rate": ("v['value'] == 0.0001", lambda v: v == 0.0001),
+    "lars_opt_learning_rate_decay_poly_power": ("v['value'] == 2", lambda v: v == 2),
+    "lars_opt_learning_rate_decay_steps": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "lars_epsilon": ("v['value'] == 0", lambda v: v == 0 and not isinstance(v, bool)),
+    "lars_opt_learning_rate_warmup_epochs": ("v['value'] > 0",
+                                             lambda v: is_number(v) and v > 0),
+    "lars_opt_momentum": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "lars_opt_weight_decay": ("v['value'] == 0.0001 * 2**N for an integer N",
+                              lambda v: power_of_two_times(v, 0.0001)),
+}
+SGD_RULES = {
+    "sgd_opt_base_learning_rate": ("v['value'] is a positive multiple of 0.001",
+                                   lambda v: multiple_of(v, 0.001)),
+    "sgd_opt_end_learning_rate": ("v['value'] == 0.0001", lambda v: v == 0.0001),
+    "sgd_opt_learning_rate_decay_poly_power": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "sgd_opt_learning_rate_decay_steps": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "sgd_opt_weight_decay": ("v['value'] == 0.0001 * 2**N for an integer N",
+                             lambda v: power_of_two_times(v, 0.0001)),
+    "sgd_opt_momentum": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+    "opt_learning_rate_warmup_epochs": ("v['value'] >= 0", lambda v: is_number(v) and v >= 0),
+    "model_bn_span": ("v['value'] > 0", lambda v: is_number(v) and v > 0),
+}
+OPTIMIZER_RULES = {"lars": ("closed_resnet_lars.yaml", LARS_RULES),
+                   "sgd": ("closed_resnet_sgd.yaml", SGD_RULES)}
+
+
+def check_optimizer(c, lines, opt):
+    rule_file, rules = OPTIMIZER_RULES.get(opt, (None, {}))
     for ll in lines:
         if ll.key in rules:
             text, ok = rules[ll.key]
             if not ok(ll.value):
-                fail(ll, text)
+                c.fail(ll, text)
     for key in rules:
-        require(key, "EXACTLY_ONE", F)
+        c.require(key, "EXACTLY_ONE", rule_file)
 
-    # ---- nostrum's own consistency rules (not in the official files) ------------------------------
+
+# ---- nostrum's own consistency rules (not in the official files) --------------------------------
+def check_consistency(c, lines):
     last = None
     for ll in lines:
         # time_ms never goes backwards: lines are written in order by one process
         if last is not None and ll.timestamp < last:
-            fail(ll, "time_ms non-decreasing", "time goes back %d ms" % (last - ll.timestamp))
+            c.fail(ll, "time_ms non-decreasing", "time goes back %d ms" % (last - ll.timestamp))
         last = ll.timestamp
         if ll.key == "run_stop" and ll.metadata.get("status") not in ("success", "aborted"):
-            fail(ll, "run_stop status in ['success', 'aborted']")
-    return errors
+            c.fail(ll, "run_stop status in ['success', 'aborted']")
+
+
+def check(lines, accuracy_target):
+    """Every rule file in the order the official checker runs them; the messages of each."""
+    c = Checker(lines)
+    check_common(c, lines)
+    check_closed_common(c, lines)
+    opt = check_closed_resnet(c, lines, accuracy_target)
+    check_optimizer(c, lines, opt)
+    check_consistency(c, lines)
+    return c.errors
 
 
 def main():

@@ -1,5 +1,5 @@
 // bfloat16 (bf16): fp32's sign, 8-bit exponent and top 7 fraction bits (8-bit significand), one
-// 16-bit word. Round-to-nearest-even conversion, the CPU features the bf16 kernels need, and the
+// 16-bit word. Round-to-nearest-even conversion, whether the bf16 kernels run here, and the
 // mixed-precision GEMM: bf16 operands (rounded from fp32 while packing), fp32 accumulation, fp32
 // result. Packed operands are "pair matrices" of 32-bit words: word (p, j) holds op(X)[2p][j] in
 // its low half and op(X)[2p+1][j] in its high half (the k-pairs that one vdpbf16ps lane sums).
@@ -44,20 +44,7 @@ inline float round_to_bf16(float x) {
 // dst[i] = fp32_to_bf16(src[i]), AVX-512 where the CPU has it; bit-identical to the scalar loop.
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
 
-// ---- CPU features ----
-
-struct Bf16Features {
-  bool avx512 = false;       // AVX512F + BW with OS support (xgetbv)
-  bool avx512_bf16 = false;  // AVX512_BF16 (cpuid 7.1 eax bit 5): vdpbf16ps
-  bool amx_bf16 = false;     // AMX-TILE and AMX-BF16 in cpuid (7.0 edx bits 24 and 22)
-  // Linux granted tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); requested once,
-  // only where amx_bf16. False when refused (old kernel, seccomp): the AVX512_BF16 path runs.
-  bool amx_permitted = false;
-  std::string describe() const;  // e.g. "avx512_bf16=yes amx_bf16=no (amx not in cpuid)"
-};
-// Detected once. NOSTRUM_CPU_NO_BF16=1 in the environment reports AVX512_BF16 and AMX absent (to
-// test the error and skip paths on a CPU that has them).
-const Bf16Features& bf16_features();
+// ---- availability (the CPU features table: nostrum/core/cpu_features.hpp) ----
 
 // Whether the bf16 GEMM runs here: AVX512_BF16 (the only bf16 kernel; the AMX tiles are not used
 // yet, see tools/bench/README.md).
@@ -75,7 +62,8 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
 
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
 // bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
-// region it uses the pool; inside one, the calling thread. Requires bf16_available().
+// region it uses the pool; inside one, the calling thread. A's rounded words go to a per-thread
+// buffer, grown when a call needs more and reused after. Requires bf16_available().
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc);
 
@@ -100,7 +88,7 @@ inline void gemm(Precision precision, Trans trans_a, Trans trans_b, int M, int N
 // 24 * 16 lanes * 2 products * 2 flops per instruction. Requires bf16_available().
 double bf16_dot_probe_seconds(int64_t iterations);
 // The same rounds of 24 vfmadd231ps chains (24 * 16 lanes * 2 flops each): fp32's register
-// ceiling, so the two are compared on one CPU. Requires AVX-512 (bf16_features().avx512).
+// ceiling, so the two are compared on one CPU. Requires AVX-512 (cpu_features().avx512()).
 double fp32_fma_probe_seconds(int64_t iterations);
 
 }  // namespace nostrum::kernels

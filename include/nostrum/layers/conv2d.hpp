@@ -1,6 +1,9 @@
 // Conv2d on NHWC activations with PyTorch-layout weights (K, C, R, S), no bias (ResNets use none).
 // out (N, P, Q, K), P and Q by kernels::window_output_size. The scratch buffer (im2col columns,
-// packed weights) is shared by all conv layers and sized once by conv2d_scratch_floats.
+// packed weights, in bf16 the weights' bf16 words) is shared by all conv layers and sized once by
+// conv2d_scratch_floats. Beyond it, the direct kernels' per-thread buffers
+// (kernels/direct_conv.hpp) and, in bf16, the GEMM's per-thread words of the rounded A operand
+// (kernels/bf16.hpp) grow on the first call of a larger shape and are reused after.
 #pragma once
 
 #include <cstddef>

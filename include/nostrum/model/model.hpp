@@ -1,8 +1,11 @@
 // Model: a ResNet built once for a maximum batch and image size, owning every arena it needs
 // (parameters, gradients, buffers, activations, scratch), laid out from one table of blocks and
 // layers (src/model/model.cpp). forward/loss/backward take no memory of their own beyond those
-// arenas, except the direct conv kernels' per-thread buffers (kernels/direct_conv.hpp: one padded
-// image and one weight-gradient partial per thread, grown on first use and reused after).
+// arenas, except per-thread buffers that grow on the first call of a larger shape and are reused
+// after: the direct conv kernels' (kernels/direct_conv.hpp: one padded image and one
+// weight-gradient partial per thread) and, with bf16 precision, the mixed-precision GEMM's
+// (kernels/bf16.hpp: the A operand rounded to bf16 words, and B for the classifier's gemm_bf16).
+// From the second step on nothing allocates.
 // Images are NHWC float (N,H,W,C); parameters are in PyTorch layout, named by torchvision's
 // state_dict keys, laid out in state_dict (forward) order in one parameter and one gradient arena.
 #pragma once

@@ -100,7 +100,7 @@ def run_bench(args, script):
 
 
 def calibrate(args):
-    bench = args.bench or find_binary("nostrum-allreduce-bench", "mpi")
+    bench = args.bench or find_binary("nostrum-allreduce-bench", os.path.join("tools", "bench"))
     if not bench:
         raise ScalingError("nostrum-allreduce-bench not found (--bench PATH)")
     launcher = "local" if args.local else "sbatch"

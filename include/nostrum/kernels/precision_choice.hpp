@@ -1,0 +1,57 @@
+// `--precision auto`: the register ceilings of bf16 (vdpbf16ps) and fp32 (FMA) measured on this
+// CPU, and the rule that picks bf16 only where its ceiling is at least 1.3x fp32's. A pure function
+// of the measured numbers (choose_precision) so the rule is tested apart from the probes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "nostrum/kernels/precision.hpp"
+
+namespace nostrum::kernels {
+
+// One thread's register-ceiling probes, in GFLOP/s (best of a few short runs).
+struct CeilingProbes {
+  double fp32_gflops = 0;             // FMA chains on the widest vectors the CPU has
+  std::string fp32_isa;               // "avx512" or "avx2"
+  std::optional<double> bf16_gflops;  // vdpbf16ps chains; empty where the CPU lacks AVX512_BF16
+  std::string bf16_missing;           // why bf16_gflops is empty (the missing CPU feature)
+};
+
+struct PrecisionChoice {
+  Precision precision = Precision::kFp32;
+  CeilingProbes probes;
+  std::string reason;  // one sentence: the ratio against the threshold, or the missing feature
+};
+
+// bf16 needs this ratio of its probe to fp32's before `auto` takes it: the bf16 step also pays
+// conversion and packing, and its memory-bound layers do not speed up at all.
+inline constexpr double kAutoBf16MinSpeedup = 1.3;
+
+// One run of each register probe on the calling thread, in GFLOP/s. The fp32 one uses zmm FMAs
+// where the CPU has AVX-512, ymm FMAs where it has AVX2 (fp32_fma_probe_isa() says which; 0 below
+// AVX2); the bf16 one requires bf16_available().
+double fp32_fma_probe_gflops(int64_t iterations);
+double bf16_dot_probe_gflops(int64_t iterations);
+const char* fp32_fma_probe_isa();
+
+// Runs both probes on the calling thread (about 0.1 s). NOSTRUM_CPU_NO_BF16=1 hides bf16 as in
+// every other bf16 path.
+CeilingProbes measure_ceiling_probes();
+
+// The rule: bf16 where bf16_gflops >= min_speedup * fp32_gflops, fp32 otherwise.
+PrecisionChoice choose_precision(const CeilingProbes& probes,
+                                 double min_speedup = kAutoBf16MinSpeedup);
+
+// "precision auto -> fp32: bf16 probe 80.8 GFLOP/s is 0.51x the fp32 FMA probe 159.8 GFLOP/s
+// (avx512), below 1.30x" — the line nostrum-train and nostrum-bench print.
+std::string describe(const PrecisionChoice& choice);
+
+// The value of a `--precision` option: "fp32" and "bf16" as parse_precision takes them, "auto" by
+// measure_ceiling_probes + choose_precision, whose describe() line goes to *auto_note. Anything
+// else throws OptionError naming `option`.
+Precision precision_from_option(const std::string& value, const std::string& option,
+                                std::string* auto_note);
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,113 @@
+// `--precision auto`: runs the bf16 and fp32 register probes and applies the 1.3x rule
+// (precision_choice.hpp).
+#include "nostrum/kernels/precision_choice.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "fma_probe_avx2.hpp"
+#include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+constexpr int64_t kProbeIterations = 1 << 20;  // ~25 M vector instructions: 10-50 ms
+constexpr int kProbeRepeats = 3;
+
+// flops of one probe iteration: 24 chains x lanes x (2 for an FMA, 4 for a bf16 pair dot).
+constexpr double kAvx512FmaFlops = 24.0 * 16 * 2;
+constexpr double kAvx2FmaFlops = 24.0 * 8 * 2;
+constexpr double kBf16DotFlops = 24.0 * 16 * 4;
+
+}  // namespace
+
+const char* fp32_fma_probe_isa() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512()) return "avx512";
+  if (f.avx2 && f.fma) return "avx2";
+  return "none";
+}
+
+double fp32_fma_probe_gflops(int64_t iterations) {
+  const std::string isa = fp32_fma_probe_isa();
+  if (isa == "avx512")
+    return kAvx512FmaFlops * double(iterations) / fp32_fma_probe_seconds(iterations) * 1e-9;
+  if (isa == "avx2")
+    return kAvx2FmaFlops * double(iterations) / avx2::fma_probe_seconds(iterations) * 1e-9;
+  return 0;
+}
+
+double bf16_dot_probe_gflops(int64_t iterations) {
+  return kBf16DotFlops * double(iterations) / bf16_dot_probe_seconds(iterations) * 1e-9;
+}
+
+namespace {
+
+double best_of_repeats(double (*probe)(int64_t)) {
+  double best = 0;
+  for (int r = 0; r < kProbeRepeats; ++r) best = std::max(best, probe(kProbeIterations));
+  return best;
+}
+
+}  // namespace
+
+CeilingProbes measure_ceiling_probes() {
+  CeilingProbes p;
+  const CpuFeatures& f = cpu_features();
+  p.fp32_isa = fp32_fma_probe_isa();
+  p.fp32_gflops = best_of_repeats(fp32_fma_probe_gflops);
+  if (f.avx512_bf16)
+    p.bf16_gflops = best_of_repeats(bf16_dot_probe_gflops);
+  else
+    p.bf16_missing = f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW";
+  return p;
+}
+
+PrecisionChoice choose_precision(const CeilingProbes& probes, double min_speedup) {
+  PrecisionChoice c;
+  c.probes = probes;
+  char text[256];
+  if (!probes.bf16_gflops) {
+    c.precision = Precision::kFp32;
+    std::snprintf(text, sizeof text, "the CPU lacks %s", probes.bf16_missing.c_str());
+  } else {
+    const double ratio = *probes.bf16_gflops / probes.fp32_gflops;
+    const bool bf16 = ratio >= min_speedup;
+    c.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+    std::snprintf(text, sizeof text, "the bf16 probe is %.2fx the fp32 probe, %s %.2fx", ratio,
+                  bf16 ? "at least" : "below", min_speedup);
+  }
+  c.reason = text;
+  return c;
+}
+
+std::string describe(const PrecisionChoice& c) {
+  char bf16[64];
+  if (c.probes.bf16_gflops)
+    std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", *c.probes.bf16_gflops);
+  else
+    std::snprintf(bf16, sizeof bf16, "unavailable");
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "precision auto -> %s: %s (1 thread: fp32 FMA probe %.1f GFLOP/s (%s), bf16 "
+                "vdpbf16ps probe %s)",
+                precision_name(c.precision), c.reason.c_str(), c.probes.fp32_gflops,
+                c.probes.fp32_isa.c_str(), bf16);
+  return text;
+}
+
+Precision precision_from_option(const std::string& value, const std::string& option,
+                                std::string* auto_note) {
+  if (value == "auto") {
+    const PrecisionChoice choice = choose_precision(measure_ceiling_probes());
+    if (auto_note) *auto_note = describe(choice);
+    return choice.precision;
+  }
+  if (value == "fp32" || value == "bf16") return parse_precision(value);
+  throw OptionError("unknown precision '" + value + "'", option, "use fp32, bf16 or auto");
+}
+
+}  // namespace nostrum::kernels

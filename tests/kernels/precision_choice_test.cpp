@@ -1,0 +1,91 @@
+// `--precision auto`: the 1.3x rule on given probe numbers (boundary, missing bf16), the printed
+// line, and the live probes on this CPU against its /proc/cpuinfo flags.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
+
+using namespace nostrum::kernels;
+
+namespace {
+
+CeilingProbes probes(double fp32, double bf16) {
+  CeilingProbes p;
+  p.fp32_gflops = fp32;
+  p.fp32_isa = "avx512";
+  p.bf16_gflops = bf16;
+  return p;
+}
+
+bool cpuinfo_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("precision auto takes bf16 only at 1.3x the fp32 probe or more") {
+  CHECK(choose_precision(probes(100, 235)).precision == Precision::kBf16);     // Zen 4: 2.0x
+  CHECK(choose_precision(probes(159.8, 80.8)).precision == Precision::kFp32);  // Intel: 0.5x
+  CHECK(choose_precision(probes(100, 130)).precision == Precision::kBf16);     // at the threshold
+  CHECK(choose_precision(probes(100, 129.9)).precision == Precision::kFp32);   // just below
+  CHECK(choose_precision(probes(100, 150), 1.6).precision == Precision::kFp32);
+}
+
+TEST_CASE("precision auto without AVX512_BF16 is fp32 and says which feature is missing") {
+  CeilingProbes p;
+  p.fp32_gflops = 95;
+  p.fp32_isa = "avx2";
+  p.bf16_missing = "AVX512F/AVX512BW";
+  const PrecisionChoice c = choose_precision(p);
+  CHECK(c.precision == Precision::kFp32);
+  const std::string line = describe(c);
+  CHECK(line.find("precision auto -> fp32") != std::string::npos);
+  CHECK(line.find("lacks AVX512F/AVX512BW") != std::string::npos);
+  CHECK(line.find("fp32 FMA probe 95.0 GFLOP/s (avx2)") != std::string::npos);
+  CHECK(line.find("bf16 vdpbf16ps probe unavailable") != std::string::npos);
+}
+
+TEST_CASE("precision auto prints both probe numbers and the ratio") {
+  const std::string line = describe(choose_precision(probes(117, 235)));
+  CHECK(line.find("precision auto -> bf16") != std::string::npos);
+  CHECK(line.find("2.01x the fp32 probe, at least 1.30x") != std::string::npos);
+  CHECK(line.find("fp32 FMA probe 117.0 GFLOP/s") != std::string::npos);
+  CHECK(line.find("bf16 vdpbf16ps probe 235.0 GFLOP/s") != std::string::npos);
+}
+
+TEST_CASE("the live probes match this CPU's flags and the choice follows the rule") {
+  const CeilingProbes p = measure_ceiling_probes();
+  INFO(describe(choose_precision(p)));
+  const bool hidden = std::getenv("NOSTRUM_CPU_NO_BF16") != nullptr;
+  CHECK(p.bf16_gflops.has_value() == (cpuinfo_has("avx512_bf16") && !hidden));
+  CHECK(p.fp32_isa == (cpuinfo_has("avx512f") ? "avx512" : "avx2"));
+  // A register probe of 24 FMA chains: at least 2 GFLOP/s on any CPU with AVX2 (one 8-lane FMA
+  // every 2 ns), at most 64 flops a cycle at 8 GHz.
+  CHECK(p.fp32_gflops > 2);
+  CHECK(p.fp32_gflops < 64 * 8);
+  const PrecisionChoice c = choose_precision(p);
+  if (p.bf16_gflops)
+    CHECK((c.precision == Precision::kBf16) == (*p.bf16_gflops >= 1.3 * p.fp32_gflops));
+  else
+    CHECK(c.precision == Precision::kFp32);
+}
+
+TEST_CASE("precision_from_option takes fp32, bf16 and auto and names the option otherwise") {
+  std::string note;
+  CHECK(precision_from_option("fp32", "--precision", &note) == Precision::kFp32);
+  CHECK(note.empty());
+  CHECK(precision_from_option("bf16", "--precision", &note) == Precision::kBf16);
+  const Precision chosen = precision_from_option("auto", "--precision", &note);
+  CHECK(note.find(std::string("precision auto -> ") + precision_name(chosen)) == 0);
+  CHECK_THROWS_WITH(precision_from_option("fp16", "--precision", &note),
+                    Catch::Contains("fp16") && Catch::Contains("--precision"));
+}
