@@ -42,7 +42,10 @@ beta = the node's bandwidth over its ranks.
 Assumptions: no contention beyond a node's link, no stragglers, compute per step the same at N
 nodes as at 1 node (a communication thread that competes with compute for cores shows up as
 error), the textbook cost of the allreduce algorithm, eval cost per image as measured on 1 node.
-Measured error: see slurm/README.md ("The model" and its validation table).
+Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, 2026-12-01):
+  2 Gbit/s: resnet8 +11.8 %, ResNet-50 64x64 +2.7 %; 200 Mbit/s: resnet8 +22.5 %, ResNet-50 +31.3 %
+  (optimistic: the 2-node points computed 1.5x longer than the 1-node point; the exposed allreduce,
+  59 % of ResNet-50's step there, within 17 %). Table and causes: slurm/README.md, "Measured error".
 Standard library and Debian's python3-matplotlib only.
 """
 import argparse
