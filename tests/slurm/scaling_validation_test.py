@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The scaling model against a measurement on the local cluster with isolated nodes: its own
 2-node cluster (1 CPU each) on a 20 Mbit/s link, the network calibrated with nostrum-allreduce-bench
-(0.25-4 MB), a weak-scaling resnet8 study on 1 and 2 nodes (synthetic data, 30 steps, traced, each
-point the fastest of 3), reported against the calibrated profile (tools/scaling/validate-local-cluster). The
+(0.1-1 MB), a weak-scaling resnet8 study on 1 and 2 nodes (synthetic data, 20 steps, traced, each
+point the fastest of 2), reported against the calibrated profile (tools/scaling/validate-local-cluster). The
 2-node point's exposed allreduce must be at least 30 % of its step (the network matters), every
 input measured (none assumed), and the model's images/s within 15 % of the measured at both points."""
 import os
@@ -20,8 +20,8 @@ def main():
     env["NOSTRUM_SLURM_DIR"] = os.path.join(work, "cluster")
     env["NOSTRUM_SLURM_PORT"] = str(int(os.environ.get("NOSTRUM_SLURM_PORT", "17000")) + 4000)
     proc = subprocess.run([os.path.join(ROOT, "tools", "scaling", "validate-local-cluster"), "--build", build_dir(),
-                           "--out", work, "--links", LINK, "--models", "resnet8", "--steps-resnet8", "30",
-                           "--repeat", "3", "--sizes-mb", "0.25,1,4"],
+                           "--out", work, "--links", LINK, "--models", "resnet8", "--steps-resnet8", "20",
+                           "--repeat", "2", "--sizes-mb", "0.1,0.25,1"],
                           env=env, cwd=work, capture_output=True, text=True)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     if proc.returncode == 77:

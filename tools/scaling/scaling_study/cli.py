@@ -39,9 +39,12 @@ thread, bucket k starting at max(its ready time, the previous bucket's end); exp
 end after backward. One allreduce of n bytes over p ranks costs 2 ceil(log2 p) alpha + 2 (p-1)/p n /
 beta (Rabenseifner; ring 2 (p-1) alpha + the same volume; tree 2 ceil(log2 p) (alpha + n / beta)),
 beta = the node's bandwidth over its ranks.
+Where a rank has no core beyond its T threads (result.json's rank_cores, overlap), the spinning
+communication thread slows backward to T/(T+1) and the allreduce to the profile's
+shared_core_comm_speed while a bucket is in flight.
 Assumptions: no contention beyond a node's link, no stragglers, compute per step the same at N
-nodes as at 1 node (a communication thread that competes with compute for cores shows up as
-error), the textbook cost of the allreduce algorithm, eval cost per image as measured on 1 node.
+nodes as at 1 node apart from that shared core, the textbook cost of the allreduce algorithm at
+node counts other than the calibration's, eval cost per image as measured on 1 node.
 Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, 2026-12-01):
   2 Gbit/s: resnet8 +11.8 %, ResNet-50 64x64 +2.7 %; 200 Mbit/s: resnet8 +22.5 %, ResNet-50 +31.3 %
   (optimistic: the 2-node points computed 1.5x longer than the 1-node point; the exposed allreduce,
