@@ -45,7 +45,7 @@ def _throughput(plt, study, title, rows, ok, failed, prediction):
         ax.plot(ideal_x, [base["images_per_second"] * n / base["nodes"] for n in ideal_x], "k--", label="ideal")
         ax.plot([r["nodes"] for r in ok], [r["images_per_second"] for r in ok], "o-", label="measured")
     if prediction:
-        pts = prediction["points"]
+        pts = [p for p in prediction["points"] if "refused" not in p]
         ax.plot([p["nodes"] for p in pts], [p["images_per_second"] for p in pts], "s:",
                 label=f"model ({prediction['network']['name']})")
     _mark_failed(ax, failed, min([r["images_per_second"] for r in ok] or [1]) * 0.5)
@@ -58,7 +58,7 @@ def _efficiency(plt, study, title, rows, ok, failed, prediction):
     if ok:
         ax.plot([r["nodes"] for r in ok], [r["efficiency"] for r in ok], "o-", label="measured")
     if prediction:
-        pts = prediction["points"]
+        pts = [p for p in prediction["points"] if "refused" not in p]
         ax.plot([p["nodes"] for p in pts], [p["efficiency"] for p in pts], "s:",
                 label=f"model ({prediction['network']['name']})")
     ax.set_ylim(0, 1.15)

@@ -6,7 +6,7 @@ import csv
 import os
 import sys
 
-from .common import write_json
+from .common import ScalingError, write_json
 from .model import efficiency, predict_step
 from .network import load_network, same_place
 from .node import from_study
@@ -30,9 +30,16 @@ def fmt(value, digits=1):
 def predict_study(meta, rows, sweep, net):
     """The model's prediction of each point that ran (compute from the study's 1-node points)."""
     node = from_study(meta, rows, sweep)
-    points = [predict_step(node, net, r["nodes"], r["local_batch"]) for r in rows if r["ok"]]
-    for p in points:
-        p["efficiency"] = efficiency(p, points[0])
+    points = []
+    for r in rows:
+        if r["ok"]:
+            try:
+                points.append(predict_step(node, net, r["nodes"], r["local_batch"]))
+            except ScalingError as e:  # e.g. a local batch no 1-node run measured
+                points.append({"nodes": r["nodes"], "refused": str(e)})
+    predicted = [p for p in points if "refused" not in p]
+    for p in predicted:
+        p["efficiency"] = efficiency(p, predicted[0])
     return {"network": net, "sources": node.sources, "points": points,
             "compared": same_place(net, meta), "where": meta.get("where")}
 
@@ -69,12 +76,16 @@ def prediction_lines(prediction, rows):
                   "| nodes | predicted images/s | predicted efficiency | predicted exposed allreduce ms |",
                   "|---:|---:|---:|---:|"]
         lines += [f"| {p['nodes']} | {p['images_per_second']:.1f} | {p['efficiency']:.2f} | {1e3 * p['exposed_s']:.1f} |"
+                  if "refused" not in p else f"| {p['nodes']} | refused: {p['refused']} | | |"
                   for p in prediction["points"]]
         return lines
     lines += ["", "| nodes | predicted images/s | measured | error | predicted exposed allreduce ms | measured |",
               "|---:|---:|---:|---:|---:|---:|"]
     by_nodes = {r["nodes"]: r for r in rows if r["ok"]}
     for p in prediction["points"]:
+        if "refused" in p:
+            lines.append(f"| {p['nodes']} | refused: {p['refused']} | | | | |")
+            continue
         m = by_nodes[p["nodes"]]
         p["measured_images_per_second"] = m["images_per_second"]
         p["error"] = (p["images_per_second"] - m["images_per_second"]) / m["images_per_second"]
