@@ -47,8 +47,9 @@ nodes as at 1 node apart from that shared core, the textbook cost of the allredu
 node counts other than the calibration's, eval cost per image as measured on 1 node.
 Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, 2026-12-01):
   2 Gbit/s: resnet8 +11.8 %, ResNet-50 64x64 +2.7 %; 200 Mbit/s: resnet8 +22.5 %, ResNet-50 +31.3 %
-  (optimistic: the 2-node points computed 1.5x longer than the 1-node point; the exposed allreduce,
-  59 % of ResNet-50's step there, within 17 %). Table and causes: slurm/README.md, "Measured error".
+  (optimistic: the 2-node points computed 1.5x longer than the 1-node point, already in forward:
+  the simulated nodes share one host's caches and memory; the exposed allreduce, 59 % of ResNet-50's
+  step there, within 17 %). Table and causes: slurm/README.md, "Measured error".
 Standard library and Debian's python3-matplotlib only.
 """
 import argparse
