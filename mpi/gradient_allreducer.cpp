@@ -106,6 +106,7 @@ void GradientAllreducer::begin_step() {
     done_ = buckets_.empty();
     watermark_ = count_;
     ready_buckets_ = 0;
+    reduced_buckets_ = 0;
     allreduce_seconds_ = 0.0;
     std::fill(events_.begin(), events_.end(), BucketEvent{});
     step_start_ = Clock::now();
@@ -158,10 +159,19 @@ void GradientAllreducer::communication_loop() {
         break;
       }
       lock.lock();
+      reduced_buckets_ = b + 1;
+      done_cv_.notify_all();
     }
     done_ = true;
     done_cv_.notify_all();
   }
+}
+
+bool GradientAllreducer::wait_until_reduced(size_t buckets, double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] {
+    return reduced_buckets_ >= buckets || error_ != nullptr;
+  }) && error_ == nullptr;
 }
 
 AllreduceTimings GradientAllreducer::finish_step() {
@@ -184,6 +194,7 @@ AllreduceTimings GradientAllreducer::finish_step() {
     }
     lock.lock();
     error_ = error;
+    reduced_buckets_ = buckets_.size();
     done_ = true;
   } else {
     done_cv_.wait(lock, [&] { return done_; });

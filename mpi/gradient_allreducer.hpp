@@ -77,6 +77,9 @@ class GradientAllreducer {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Events of the last finished step, one per bucket in reduction order.
   const std::vector<BucketEvent>& bucket_events() const { return events_; }
+  // Within a step: waits until buckets [0, buckets) are summed, at most timeout_seconds; false on
+  // timeout. For tests that check the overlap by this event instead of by sleeping.
+  bool wait_until_reduced(size_t buckets, double timeout_seconds);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -101,6 +104,7 @@ class GradientAllreducer {
   unsigned long long step_ = 0;  // generation counter, incremented by begin_step
   size_t watermark_ = 0;         // gradients at offsets >= watermark_ are final
   size_t ready_buckets_ = 0;     // buckets [0, ready_buckets_) are ready
+  size_t reduced_buckets_ = 0;   // buckets [0, reduced_buckets_) are summed
   bool in_step_ = false;
   bool done_ = true;
   bool stop_ = false;

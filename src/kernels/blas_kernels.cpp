@@ -51,13 +51,19 @@ void restore_affinity_of_all_places() {
   if (CPU_COUNT(&set) > 0) sched_setaffinity(0, sizeof set, &set);
 }
 
+bool set_and_not_zero(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::strcmp(value, "0") != 0;
+}
+
 }  // namespace
 
 void select_blas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's (or site's) choice
-  const char* keep = std::getenv("NOSTRUM_KEEP_BLAS_KERNELS");
-  if (keep != nullptr && std::strcmp(keep, "0") != 0) return;
-  if (!is_generic_core(blas_core_name())) return;
+  if (set_and_not_zero("NOSTRUM_KEEP_BLAS_KERNELS")) return;
+  // Tests set NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 to take the re-exec path on CPUs OpenBLAS knows.
+  if (!set_and_not_zero("NOSTRUM_TEST_FORCE_BLAS_REEXEC") && !is_generic_core(blas_core_name()))
+    return;
   const char* core = best_supported_core();
   if (core == nullptr) return;
   setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/1);

@@ -3,9 +3,10 @@
 subset, resnet8 width 8, 2 ranks x 1 thread).
 
 usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
-  resume_bitwise   SIGTERM to one rank mid-epoch -> status 3 and a checkpoint; --resume -> the final
+  resume_bitwise   SIGTERM to one rank in epoch 3 -> status 3 and a checkpoint; --resume -> the final
                    weights and BN statistics equal an uninterrupted run's, bit for bit; the MLPerf log
-                   (appended) passes tools/mlperf/check_log.py; time-to-solution continues
+                   (appended) passes tools/mlperf/check_log.py; time-to-solution continues from the
+                   seconds the checkpoint says were spent (more than the resumed part takes)
   stop_at_epoch_end  --debug-signal-at-step at an epoch's last step: the resumed run closes that
                    epoch (epoch_stop, evaluation) itself; bit-identical result, valid log
   resume_2_to_3    a P = 2 checkpoint (SIGUSR1 to mpirun) resumed by 3 ranks completes; another
@@ -13,18 +14,23 @@ usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
   fallback         a truncated newest checkpoint is refused by name and the previous one used
   nan              --debug-inject-nan-at-step stops the run (status 5) naming the step and the first
                    parameter; no checkpoint is written after it
-  kill9            kill -9 of one rank ends the job non-zero within 60 s
-  sigstop          SIGSTOP of one rank ends the job within --stall-timeout (+ slack), rank named
+  kill9            kill -9 of one rank (once the run prints its 3rd step) ends the job non-zero
+                   within 60 s
+  sigstop          SIGSTOP of one rank (likewise) ends the job within --stall-timeout (+ slack), rank
+                   named
   unwritable       an unwritable --checkpoint-dir is an error at start-up naming it
 """
 import glob
+import h5py
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +62,52 @@ def finish(proc, timeout=600):
         check(False, "the run ended within %d s" % timeout)
     print(out[-5000:], flush=True)
     return proc.returncode, out
+
+
+class Watched:
+    """A launched run whose output is read as it comes, so a test can wait for a line of it."""
+
+    def __init__(self, ranks, args):
+        self.proc = launch(ranks, args)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, pattern, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.proc.poll() is None:
+            if any(re.search(pattern, line) for line in list(self.lines)):
+                return
+            time.sleep(0.05)
+        print("".join(self.lines)[-5000:])
+        check(False, "the run printed a line matching %r while running" % pattern)
+
+    def finish(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            check(False, "the run ended within %d s" % timeout)
+        finally:
+            self.reader.join(10)
+            print("".join(self.lines)[-5000:], flush=True)
+        return self.proc.returncode, "".join(self.lines)
+
+
+def training_args(data, *extra):
+    """A long run (50 epochs, an unreachable target) that prints every step: a test waits for the
+    3rd to know the ranks are inside the training steps (past start-up's collectives)."""
+    args = base_args(data, epochs=50, target="0.99") + list(extra)
+    args[args.index("--progress-seconds") + 1] = "0"
+    return args
+
+
+STEP_3 = r"epoch \d+ step 3/"
 
 
 def run(ranks, args, timeout=600):
@@ -111,13 +163,18 @@ def case_resume_bitwise(data, tmp):
     args = base_args(data) + ["--checkpoint-dir", ck, "--mllog", log, "--result-json", out_json]
     proc = launch(2, args)
     pids = rank_pids(proc)
-    wait_for_checkpoints(ck, 1, proc)  # epoch 1's: the signal lands in epoch 2
+    # Epoch 2's: the signal lands in epoch 3, so the run before it takes longer than the resumed
+    # part (the rest of epoch 3), and time-to-solution is seen to carry the checkpoint's seconds.
+    wait_for_checkpoints(ck, 2, proc)
     os.kill(pids[1], signal.SIGTERM)  # one rank only: every rank must agree to stop
     rc, out = finish(proc)
     check(rc == EXIT_CHECKPOINTED, "SIGTERM to one rank: status %d (got %d)" % (EXIT_CHECKPOINTED, rc))
     check("checkpoint (stop signal)" in out, "the run says it checkpointed after the signal")
     stops = sorted(glob.glob(os.path.join(ck, "checkpoint-*.h5")))
-    check(len(stops) == 2, "two checkpoints: epoch 1's and the signal's (%s)" % stops)
+    check(len(stops) == 3, "three checkpoints: epoch 1's, epoch 2's and the signal's (%s)" % stops)
+    with h5py.File(stops[-1], "r") as f:
+        spent = float(f["run"]["reals"].attrs["seconds_spent"])  # /run/reals/seconds_spent
+        evals_before = f["run"]["evals"].shape[0]  # (epoch, accuracy, at_s) rows
 
     rc, out = run(2, args + ["--resume"])
     check(rc == 0, "the resumed run completes (status %d)" % rc)
@@ -131,8 +188,16 @@ def case_resume_bitwise(data, tmp):
     check([e["accuracy"] for e in res["evals"]] == [e["accuracy"] for e in ref["evals"]],
           "the same evaluations (history carried over)")
     check(res["steps"] == ref["steps"], "the same number of steps (%d)" % res["steps"])
-    check(res["time_to_solution_s"] >= res["evals"][1]["at_s"],
-          "time-to-solution continues from the checkpointed run's")
+    # The resumed run's clock starts at the checkpoint's seconds: its evaluations come after them
+    # (dropping them would put epoch 3's evaluation at the resumed part's length, about one epoch,
+    # below the two epochs and more spent before the signal); the carried ones before.
+    carried, resumed = res["evals"][:evals_before], res["evals"][evals_before:]
+    check(len(carried) == 2 and resumed, "evaluations before (2) and after the checkpoint: %s"
+          % res["evals"])
+    check(all(e["at_s"] > spent for e in resumed) and res["time_to_solution_s"] > spent,
+          "the resumed run's evaluations %s and time-to-solution %.3f s come after the %.3f s the "
+          "checkpoint had spent" % ([e["at_s"] for e in resumed], res["time_to_solution_s"], spent))
+    check(all(e["at_s"] <= spent for e in carried), "the carried evaluations came before it")
     check(check_log(log), "the appended MLPerf log passes tools/mlperf/check_log.py")
     with open(log) as f:
         text = f.read()
@@ -228,13 +293,12 @@ def case_nan(data, tmp):
 
 
 def case_kill9(data, tmp):
-    proc = launch(2, base_args(data, epochs=50, target="0.99"))
-    pids = rank_pids(proc)
-    time.sleep(4)
-    check(proc.poll() is None, "the run is training when rank 1 is killed")
+    job = Watched(2, training_args(data))
+    pids = rank_pids(job.proc)
+    job.wait_for(STEP_3)
     os.kill(pids[1], signal.SIGKILL)
     start = time.time()
-    rc, _ = finish(proc, timeout=120)
+    rc, _ = job.finish(timeout=120)
     took = time.time() - start
     check(rc != 0, "kill -9 of rank 1: the job ends non-zero (%d)" % rc)
     check(took < 60, "within 60 s (%.1f s)" % took)
@@ -242,13 +306,12 @@ def case_kill9(data, tmp):
 
 def case_sigstop(data, tmp):
     timeout = 10
-    proc = launch(2, base_args(data, epochs=50, target="0.99") + ["--stall-timeout", str(timeout)])
-    pids = rank_pids(proc)
-    time.sleep(4)
-    check(proc.poll() is None, "the run is training when rank 1 is stopped")
+    job = Watched(2, training_args(data, "--stall-timeout", str(timeout)))
+    pids = rank_pids(job.proc)
+    job.wait_for(STEP_3)
     os.kill(pids[1], signal.SIGSTOP)
     start = time.time()
-    rc, out = finish(proc, timeout=180)
+    rc, out = job.finish(timeout=180)
     took = time.time() - start
     check(rc == EXIT_STALL, "SIGSTOP of rank 1: the watchdog aborts with status %d (got %d)" % (EXIT_STALL, rc))
     check(took < timeout + 25, "within the %d s stall timeout + slack (%.1f s)" % (timeout, took))

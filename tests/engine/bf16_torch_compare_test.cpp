@@ -11,6 +11,8 @@
 // the same fp32 (PyTorch additionally keeps activations in bf16 between layers, so it should be the
 // larger one), and each is asserted to be bf16-sized (> 2^-12: the bf16 path really ran) and below
 // 2^-3 for logits and loss (a broken kernel gives O(1)). Gradients: the worst parameter tensor.
+// Loss: nostrum's bf16 loss within a Taylor bound (loss_difference_bound) of PyTorch's bf16 loss
+// at the two sets of bf16 logits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -60,6 +62,36 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
       s.names.push_back(p.name);
     }
   return s;
+}
+
+// An upper bound on |L(a) - L(b)|, L the mean over N rows of cross-entropy with label smoothing s
+// over C classes (targets t_j = (1 - s) [j = label] + s / C, summing to 1), for logits a and b
+// (N x C). Per row, l(z) = -sum_j t_j log softmax_j(z) has gradient softmax(z) - t and Hessian
+// diag(p) - p p^T, whose eigenvalues lie in [0, 1/2]; Taylor's theorem at b with d = a - b:
+// |l(a) - l(b)| <= |(softmax(b) - t) . d| + |d|^2 / 4. Exact to first order, so a loss computed
+// wrongly (targets, smoothing, reduction, other logits) exceeds it, where |dloss| <= 2 max|dz|
+// (the first-order term bounded by the L1 norm 2 of softmax - t) allows any error up to that.
+double loss_difference_bound(const std::vector<float>& a, const std::vector<float>& b,
+                             const std::vector<int32_t>& labels, int classes, double smoothing) {
+  const size_t rows = labels.size();
+  double bound = 0.0;
+  for (size_t i = 0; i < rows; ++i) {
+    const float* bi = b.data() + i * size_t(classes);
+    const float* ai = a.data() + i * size_t(classes);
+    const double top = *std::max_element(bi, bi + classes);
+    double sum = 0.0;
+    for (int j = 0; j < classes; ++j) sum += std::exp(double(bi[j]) - top);
+    double first = 0.0, second = 0.0;
+    for (int j = 0; j < classes; ++j) {
+      const double p = std::exp(double(bi[j]) - top) / sum;
+      const double t = (1.0 - smoothing) * (j == labels[i]) + smoothing / classes;
+      const double d = double(ai[j]) - double(bi[j]);
+      first += (p - t) * d;
+      second += d * d;
+    }
+    bound += std::abs(first) + second / 4.0;
+  }
+  return bound / double(rows);
 }
 
 // Worst gradient relative error of a against the reference grads in ref.h5 under `group`.
@@ -141,6 +173,18 @@ void compare(const Case& c) {
     max_logit_change =
         std::max(max_logit_change, std::abs(double(bf16.logits[i]) - double(fp32.logits[i])));
   CHECK(std::abs(bf16.loss - fp32.loss) <= 2.0 * max_logit_change);
+  // nostrum's bf16 loss against PyTorch's bf16 loss, both from their own bf16 logits (both fp32
+  // cross-entropy with smoothing 0.1): within the Taylor bound for these two sets of logits, plus
+  // the two fp32 loss evaluations' rounding (a few ulp of the log-sum-exp terms, far below 1e-5 of
+  // the loss plus the largest logit).
+  double largest_logit = 0.0;
+  for (float z : torch_bf16_logits) largest_logit = std::max(largest_logit, double(std::abs(z)));
+  const double loss_bound =
+      loss_difference_bound(bf16.logits, torch_bf16_logits, labels, c.classes, 0.1) +
+      1e-5 * (1.0 + std::abs(torch_bf16_loss) + largest_logit);
+  INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss << ", bound "
+                            << loss_bound);
+  CHECK(std::abs(bf16.loss - torch_bf16_loss) <= loss_bound);
   CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
   CHECK(ours_grad32 <= 1.5 * torch_grad);
   CHECK(torch_logits < broken);

@@ -1,7 +1,7 @@
 // 10 training steps against PyTorch run live: the same weights and batch (fitted 10 times) give the
 // same loss curve with SGD (Nesterov momentum, weight decay, BN/bias exempt; torch.optim.SGD) and
-// with MLPerf's LARS (the TF LARSOptimizer rule), and the same final weights and BN running
-// statistics.
+// with MLPerf's LARS (the TF LARSOptimizer rule), and the same change of every weight and BN
+// running statistic over the 10 steps (w - w0 against PyTorch's w - w0).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -77,18 +77,24 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
     }
     WARN(optimizer << ": loss curve within " << worst_loss << " of PyTorch's");
     CHECK(torch_loss.back() < 0.8 * torch_loss.front());  // the curve falls: it trains
+    // The 10 steps' change of every tensor, w - w0, against PyTorch's w - w0.
     double worst = 0;
     std::string worst_name;
-    for (const auto& p : m->parameters()) {
+    const auto& initial_parameters = initial->parameters();
+    for (size_t t = 0; t < m->parameters().size(); ++t) {
+      const auto& p = m->parameters()[t];
       if (p.name.find("num_batches_tracked") != std::string::npos) {
         CHECK(p.value[0] == float(steps));
         continue;
       }
+      const float* w0 = initial_parameters[t].value;
       const auto expect = read_dataset<float>(ref, optimizer + "/final/" + p.name);
+      REQUIRE(expect.size() == size_t(p.numel()));
       double num = 0, den = 0;
       for (size_t i = 0; i < expect.size(); ++i) {
-        num += (double(p.value[i]) - expect[i]) * (double(p.value[i]) - expect[i]);
-        den += double(expect[i]) * expect[i];
+        const double ours = double(p.value[i]) - w0[i], theirs = double(expect[i]) - w0[i];
+        num += (ours - theirs) * (ours - theirs);
+        den += theirs * theirs;
       }
       const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
       if (err > worst) {
@@ -96,13 +102,16 @@ TEST_CASE("10 SGD and 10 LARS steps follow PyTorch's loss curve", "[engine][torc
         worst_name = p.name;
       }
     }
-    INFO("worst final-weight relative error " << worst << " at " << worst_name);
-    // Ten steps through ReLUs are not smooth in the weights: PyTorch against itself, with the
-    // initial weights perturbed by 1e-7 (relative, Gaussian), ends 1.42e-4 apart in
-    // layer1.0.bn2.bias in 2 of 12 trials (one activation crosses zero in the last step; the
-    // other 10 trials: 1.0-1.4e-6). nostrum's kernels round like such a perturbation, so the
-    // bound sits above that jump; a real error in any layer or update is far larger.
+    INFO("worst relative error of the 10 steps' change w - w0 " << worst << " at " << worst_name);
+    // Relative to the change, not to |w| (about the size of the whole 10-step update there: a
+    // step's error hid in it). Ten steps through ReLUs are not smooth in the weights: PyTorch
+    // against itself, the initial weights perturbed by 1e-7 (relative, Gaussian), 12 trials: SGD
+    // 1.9-2.4e-5 of the change, and 3.0e-4 (conv1.weight) in 3 trials, where an activation crosses
+    // zero; LARS 2.1-2.4e-6. nostrum's kernels round like such a perturbation (SGD here: 3.0e-4 at
+    // conv1.weight, the same crossing; LARS 1.2e-6), so the bound sits above that jump; a real
+    // error in any layer or update is far larger (1 % of an update is 1e-2).
     CHECK(worst < 1e-3);
-    WARN(optimizer << ": final weights within " << worst << " of PyTorch (" << worst_name << ")");
+    WARN(optimizer << ": the 10 steps' change within " << worst << " of PyTorch's (" << worst_name
+                   << ")");
   }
 }

@@ -1,7 +1,7 @@
 // bf16 conversion (round to nearest even against an independent float64 rule, NaN, inf,
-// denormals; the AVX-512 loop bit-identical to the scalar one), CPU feature detection against
-// /proc/cpuinfo, and the mixed-precision GEMM against float64 references on odd shapes, all four
-// transpose cases, alpha/beta. Row-major matrices throughout.
+// denormals; the AVX-512 loop bit-identical to the scalar one), and the mixed-precision GEMM
+// against float64 references on odd shapes, all four transpose cases, alpha/beta (CPU feature
+// detection: tests/core/cpu_features_test.cpp). Row-major matrices throughout.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -48,7 +48,8 @@ std::vector<uint32_t> low_halves() {
 
 }  // namespace
 
-TEST_CASE("fp32_to_bf16 rounds to nearest even on every upper half, NaN stays NaN", "[bf16]") {
+TEST_CASE("fp32_to_bf16 rounds to nearest even on every upper half, NaN stays NaN",
+          "[bf16][any-cpu]") {
   int64_t checked = 0;
   for (uint32_t hi = 0; hi < 0x10000u; ++hi)
     for (uint32_t lo : low_halves()) {
@@ -76,7 +77,8 @@ TEST_CASE("fp32_to_bf16 rounds to nearest even on every upper half, NaN stays Na
   CHECK(fp32_to_bf16(-0.0f) == 0x8000);
 }
 
-TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every tail", "[bf16]") {
+TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every tail",
+          "[bf16][any-cpu]") {
   std::vector<float> src;
   for (uint32_t hi = 0; hi < 0x10000u; ++hi)
     for (uint32_t lo : low_halves()) src.push_back(from_bits((hi << 16) | lo));
@@ -89,7 +91,7 @@ TEST_CASE("convert_to_bf16 (AVX-512) is bit-identical to the scalar rule, every 
   }
 }
 
-TEST_CASE("parse_precision takes fp32 and bf16 only", "[bf16]") {
+TEST_CASE("parse_precision takes fp32 and bf16 only", "[bf16][any-cpu]") {
   using nostrum::kernels::Precision;
   CHECK(nostrum::kernels::parse_precision("fp32") == Precision::kFp32);
   CHECK(nostrum::kernels::parse_precision("bf16") == Precision::kBf16);

@@ -1,16 +1,15 @@
 // Bucketed gradient allreduce: bucket planning, sums equal to a plain allreduce (exactly on exact
 // data, to fp32 rounding on random data), boundaries inside tensors, tiny vs huge buckets, every
-// rank bit-identical, and the overlap itself (event ordering under a fake, sleeping backward).
+// rank bit-identical, and the overlap itself (event ordering under a fake backward that waits for
+// the first bucket's sum).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "mpi/bucket_plan.hpp"
@@ -40,18 +39,25 @@ float exact_value(size_t i, int rank) {
 }
 
 // Runs one step: a fake backward writes each tensor's gradient (last tensor first) with fill(),
-// then marks it ready; optional sleep per layer. Returns the step's timings.
-template <typename Fill>
+// then marks it ready; after each layer, between_layers(offset the gradients are final from): a
+// wait, a check. Returns the step's timings.
+template <typename Fill, typename BetweenLayers>
 nostrum::mpi::AllreduceTimings fake_backward_step(GradientAllreducer& reducer, float* arena,
                                                   const std::vector<size_t>& offsets, Fill fill,
-                                                  std::chrono::milliseconds sleep = {}) {
+                                                  BetweenLayers between_layers) {
   reducer.begin_step();
   for (size_t t = offsets.size() - 1; t-- > 0;) {
-    if (sleep.count() > 0) std::this_thread::sleep_for(sleep);
     for (size_t i = offsets[t]; i < offsets[t + 1]; ++i) arena[i] = fill(i);
     reducer.on_ready(offsets[t]);
+    between_layers(offsets[t]);
   }
   return reducer.finish_step();
+}
+
+template <typename Fill>
+nostrum::mpi::AllreduceTimings fake_backward_step(GradientAllreducer& reducer, float* arena,
+                                                  const std::vector<size_t>& offsets, Fill fill) {
+  return fake_backward_step(reducer, arena, offsets, fill, [](size_t) {});
 }
 
 bool boundary_inside_a_tensor(const std::vector<Bucket>& buckets,
@@ -206,10 +212,20 @@ TEST_CASE("overlap: buckets are reduced while the fake backward is still running
   GradientAllreducer overlapped(world, arena.data(), total, 0.02, 0.002, OverlapMode::kOverlap);
   REQUIRE(overlapped.buckets().size() >= 3);
   world.barrier();
-  fake_backward_step(overlapped, arena.data(), offsets, fill, std::chrono::milliseconds(25));
+  // After the layer that makes bucket 0 (the arena's tail) ready, backward waits until the
+  // communication thread has summed it: it must, before backward ends and without finish_step
+  // (60 s: a hang, not a slow machine).
+  const size_t bucket0_from = overlapped.buckets()[0].offset;
+  bool waited = false, bucket0_reduced_during_backward = false;
+  fake_backward_step(overlapped, arena.data(), offsets, fill, [&](size_t ready_from) {
+    if (waited || ready_from > bucket0_from) return;
+    waited = true;
+    REQUIRE(ready_from > 0);  // layers remain: backward is still running
+    bucket0_reduced_during_backward = overlapped.wait_until_reduced(1, 60.0);
+  });
+  CHECK(bucket0_reduced_during_backward);
   const auto events = overlapped.bucket_events();
   const double backward_end = events.back().ready;  // the last bucket is ready when backward ends
-  // Bucket 0 (the arena's tail, ready after the first layer) was summed before backward ended.
   CHECK(events[0].end < backward_end);
   for (size_t b = 0; b < events.size(); ++b) {
     CHECK(events[b].start >= events[b].ready);               // never reduced before it was final
@@ -223,8 +239,12 @@ TEST_CASE("overlap: buckets are reduced while the fake backward is still running
                                  OverlapMode::kSynchronous);
   CHECK(synchronous.mode() == OverlapMode::kSynchronous);
   world.barrier();
-  const auto timings =
-      fake_backward_step(synchronous, arena.data(), offsets, fill, std::chrono::milliseconds(5));
+  // ... nothing is summed before finish_step, however long backward takes.
+  bool reduced_during_backward = false;
+  const auto timings = fake_backward_step(synchronous, arena.data(), offsets, fill, [&](size_t) {
+    reduced_during_backward = reduced_during_backward || synchronous.wait_until_reduced(1, 0.0);
+  });
+  CHECK_FALSE(reduced_during_backward);
   for (const auto& e : synchronous.bucket_events())
     CHECK(e.start >= synchronous.bucket_events().back().ready);
   CHECK(timings.exposed_seconds == timings.allreduce_seconds);

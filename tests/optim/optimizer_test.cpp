@@ -30,7 +30,8 @@ namespace {
 constexpr int kSteps = 12;
 
 // A small model's table: a conv weight big enough for several LARS norm blocks, a linear weight, a
-// bias, BN gamma/beta (one with an all-zero gradient in a step) and a buffer that must stay put.
+// bias, BN gamma/beta and a buffer that must stay put (conv1 and bn1 get all-zero gradients in a
+// step).
 struct Model {
   Arena values, grads;
   ParameterTable table;
@@ -78,15 +79,16 @@ struct Model {
   }
 };
 
-// Deterministic gradients for step k; bn1.weight gets an all-zero gradient at step 3 (LARS trust
-// 1).
+// Deterministic gradients for step k. At step 3 conv1.weight's gradient is all zero: LARS adapts
+// that tensor, so its g_norm == 0 guard runs (trust 1, the update is the weight decay alone;
+// without the guard the trust would be eta / weight_decay); bn1.weight's too (exempt anyway).
 void fill_gradients(Model& m, int step) {
   std::mt19937 rng(777 + step);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   for (Parameter& p : m.table) {
     if (!p.trainable()) continue;
     for (int64_t i = 0; i < p.numel(); ++i) p.grad[i] = normal(rng);
-    if (step == 3 && p.name == "bn1.weight")
+    if (step == 3 && (p.name == "conv1.weight" || p.name == "bn1.weight"))
       for (int64_t i = 0; i < p.numel(); ++i) p.grad[i] = 0.0f;
   }
 }

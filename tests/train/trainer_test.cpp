@@ -1,7 +1,7 @@
 // The trainer's parts on a small synthetic dataset, under 1-4 MPI ranks: train_step equals the
 // engine-level loop written out by hand (loader, forward, loss, backward, gradient sum, SGD); the
 // run's counters and time split add up; an evaluation scores every validation sample exactly once
-// and leaves every rank with the same batch-norm statistics; the result JSON round-trips.
+// and leaves every rank with the ranks' mean batch-norm statistics; the result JSON round-trips.
 #include <mpi.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -72,6 +72,22 @@ std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, co
   std::vector<uint64_t> all(world.size());
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world.handle());
   return all;
+}
+
+// Element i: the mean over the ranks of data[i], summed in double in rank order and rounded once
+// to float (every rank's buffers gathered).
+std::vector<float> mean_over_ranks(const mpi::Communicator& world, const float* data,
+                                   size_t count) {
+  std::vector<float> all(count * static_cast<size_t>(world.size()));
+  MPI_Allgather(data, static_cast<int>(count), MPI_FLOAT, all.data(), static_cast<int>(count),
+                MPI_FLOAT, world.handle());
+  std::vector<float> mean(count);
+  for (size_t i = 0; i < count; ++i) {
+    double sum = 0.0;
+    for (int r = 0; r < world.size(); ++r) sum += all[static_cast<size_t>(r) * count + i];
+    mean[i] = static_cast<float>(sum / world.size());
+  }
+  return mean;
 }
 
 }  // namespace
@@ -146,10 +162,9 @@ TEST_CASE("the run's counters and time split add up", "[train]") {
   CHECK(s.time.exposed_allreduce >= 0.0);
   CHECK(s.time.hidden_allreduce >= 0.0);
   CHECK(s.time.data_wait + s.time.exposed_allreduce < s.train_seconds);
-  // The steps' wall times against a clock read around the whole epoch: inside it, and most of it
-  // (the rest is the loop, the observers and the epoch's loss sum).
+  // The steps' wall times against a clock read around the whole epoch: inside it (no lower bound:
+  // what share of the epoch the steps take depends on the machine's load).
   CHECK(s.train_seconds <= outside);
-  CHECK(s.train_seconds >= 0.5 * outside);
   // The epoch's summary and the run's state add up the same steps.
   CHECK(std::fabs(epoch.seconds - s.train_seconds) <= 1e-9 * s.train_seconds);
   if (world.size() == 1) CHECK(s.time.exposed_allreduce == 0.0);
@@ -163,6 +178,7 @@ TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
   model::Model& net = *run->model;
   const auto before = checksums_of_every_rank(world, net.buffer_data(), net.buffer_count());
   if (world.size() > 1) CHECK(before[0] != before[1]);  // the ranks saw different images
+  const std::vector<float> mean = mean_over_ranks(world, net.buffer_data(), net.buffer_count());
 
   std::vector<int64_t> scored;
   const double accuracy = train::evaluate(*run, &scored);
@@ -170,6 +186,10 @@ TEST_CASE("evaluation scores every sample once and on one model", "[train]") {
   CHECK(accuracy <= 1.0);
   const auto after = checksums_of_every_rank(world, net.buffer_data(), net.buffer_count());
   for (uint64_t c : after) CHECK(c == after[0]);
+  // ... and they are the ranks' mean, not one rank's statistics broadcast.
+  size_t not_the_mean = 0;
+  for (size_t i = 0; i < mean.size(); ++i) not_the_mean += net.buffer_data()[i] != mean[i];
+  CHECK(not_the_mean == 0);
 
   // Every rank's scored sample indices, gathered: each of 0..49 exactly once.
   int mine = static_cast<int>(scored.size());

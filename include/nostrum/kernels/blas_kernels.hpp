@@ -12,6 +12,8 @@ namespace nostrum::kernels {
 // or AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly and re-executes the program
 // with the same arguments (once). Does nothing when the user set OPENBLAS_CORETYPE (their choice is
 // kept) or NOSTRUM_KEEP_BLAS_KERNELS=1. Returns normally when no re-exec happened.
+// NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 (for tests) re-executes as if OpenBLAS had chosen a generic
+// kernel set, so the re-exec path runs on every CPU with AVX2 + FMA or AVX-512.
 void select_blas_kernels(char** argv);
 
 }  // namespace nostrum::kernels
