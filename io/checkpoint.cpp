@@ -1,5 +1,6 @@
 // Checkpoint files (see checkpoint.hpp): HDF5 layout, the checksum over the state, the atomic write
-// (temporary file, fsync, rename, fsync of the directory), pruning, and the newest-valid search.
+// (the file built in memory, written to a temporary file, fsync, rename, fsync of the directory),
+// pruning, and the newest-valid search.
 #include "io/checkpoint.hpp"
 
 #include <dirent.h>
@@ -313,6 +314,45 @@ CheckpointState read_state(hid_t file, const std::string& path) {
   return s;
 }
 
+// The raw data's bytes plus room for the metadata: the in-memory file's growth step, so that it
+// is allocated about once.
+size_t image_size_estimate(const CheckpointState& s) {
+  size_t floats = s.optimizer_state.size() + s.rank_buffers.size();
+  for (const auto& t : s.model) floats += t.values.size();
+  return floats * sizeof(float) + s.options_text.size() + s.evals.size() * 3 * sizeof(double) +
+         (size_t{1} << 20);
+}
+
+// The checkpoint file's bytes, built in memory: a full disk then fails the plain write of these
+// bytes (write_file), never an HDF5 write or close (a close whose metadata flush fails leaves, on
+// HDF5 1.10.8, a file id that HDF5's exit handler crashes on).
+std::vector<unsigned char> checkpoint_image(const CheckpointState& state, const std::string& name) {
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  H5Quiet quiet;
+  H5Handle file = create_memory_file(name, image_size_estimate(state));
+  write_state(file.get(), state);
+  return file_image(file.get(), name);
+}
+
+// Writes bytes into a new file at path and fsyncs it; IoError with the system's reason.
+void write_file(const std::string& path, const std::vector<unsigned char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  NOSTRUM_CHECK(fd >= 0, IoError, "cannot create the checkpoint file: " + system_reason(errno),
+                path, "is the checkpoint directory writable?");
+  int code = 0;
+  for (size_t done = 0; done < bytes.size() && code == 0;) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0)
+      done += static_cast<size_t>(n);
+    else if (n == 0 || errno != EINTR)
+      code = n == 0 ? ENOSPC : errno;
+  }
+  if (code == 0 && ::fsync(fd) != 0) code = errno;
+  if (::close(fd) != 0 && code == 0) code = errno;
+  NOSTRUM_CHECK(code == 0, IoError, "cannot write the checkpoint file: " + system_reason(code),
+                path);
+}
+
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
   NOSTRUM_CHECK(fd >= 0, IoError, "cannot open for fsync: " + system_reason(errno), path);
@@ -451,31 +491,15 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
   const std::string name = checkpoint_file_name(steps->second);
   const std::string path = dir + "/" + name;
   const std::string temp = path + kTempMarker + std::to_string(::getpid());
-  {
-    std::lock_guard<std::mutex> lock(hdf5_mutex());
-    H5Quiet quiet;
-    ::unlink(temp.c_str());
-    try {
-      H5Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-      NOSTRUM_CHECK(file.valid(), IoError, "cannot create the checkpoint file", temp,
-                    "is the checkpoint directory writable?");
-      write_state(file.get(), state);
-      NOSTRUM_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, IoError,
-                    "cannot flush the checkpoint file (no space left?)", temp);
-    } catch (const Error& e) {
-      ::unlink(temp.c_str());
-      throw IoError("cannot write checkpoint: " + e.what_happened(), path,
-                    "is the checkpoint directory full or read-only? the earlier checkpoints are "
-                    "untouched");
-    }
-  }
+  ::unlink(temp.c_str());
   try {
-    fsync_path(temp, false);
+    write_file(temp, checkpoint_image(state, temp));
     read_checkpoint(temp);  // read back and verify the checksum before it replaces anything
   } catch (const Error& e) {
     ::unlink(temp.c_str());
     throw IoError("cannot write checkpoint: " + e.what_happened(), path,
-                  "is the checkpoint directory full? the earlier checkpoints are untouched");
+                  "is the checkpoint directory full or read-only? the earlier checkpoints are "
+                  "untouched");
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int code = errno;

@@ -1,4 +1,5 @@
-// HDF5 helpers: process-wide lock, owning handle, attribute and dataset read/write.
+// HDF5 helpers: process-wide lock, owning handle, in-memory files, attribute and dataset
+// read/write.
 #include "io/hdf5_util.hpp"
 
 #include "nostrum/core/error.hpp"
@@ -46,6 +47,27 @@ H5Handle::~H5Handle() {
     default:
       break;
   }
+}
+
+H5Handle create_memory_file(const std::string& name, size_t increment) {
+  H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
+  NOSTRUM_CHECK(access.valid() && H5Pset_fapl_core(access.get(), increment, 0) >= 0 &&
+                    H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG) >= 0,
+                IoError, "cannot set up an HDF5 file in memory", name);
+  H5Handle file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
+  NOSTRUM_CHECK(file.valid(), IoError, "cannot create an HDF5 file in memory", name);
+  return file;
+}
+
+std::vector<unsigned char> file_image(hid_t file, const std::string& where) {
+  NOSTRUM_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, IoError, "cannot flush the HDF5 file",
+                where);
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  NOSTRUM_CHECK(size > 0, IoError, "cannot get the HDF5 file's image", where);
+  std::vector<unsigned char> image(static_cast<size_t>(size));
+  NOSTRUM_CHECK(H5Fget_file_image(file, image.data(), image.size()) == size, IoError,
+                "cannot copy the HDF5 file's image", where);
+  return image;
 }
 
 H5Quiet::H5Quiet() {

@@ -1,5 +1,6 @@
-// HDF5 helpers for the shard format: the process-wide HDF5 lock, an owning handle, and typed
-// attribute/dataset read and write. Only io/*.cpp include this (no <hdf5.h> in public headers).
+// HDF5 helpers for the shard format: the process-wide HDF5 lock, an owning handle, files built in
+// memory, and typed attribute/dataset read and write. Only io/*.cpp include this (no <hdf5.h> in
+// public headers).
 #pragma once
 
 #include <hdf5.h>
@@ -31,6 +32,14 @@ class H5Handle {
  private:
   hid_t id_ = -1;
 };
+
+// A new HDF5 file that lives in memory only (the core driver without a backing store, growing by
+// `increment` bytes; closing it closes whatever it still holds open): HDF5 never writes to a disk
+// for it, so neither writing nor closing it can fail on a full or failing disk. `name` only names
+// it (no file of that name is created). file_image returns its bytes, flushed, for the caller to
+// write with ordinary file calls.
+H5Handle create_memory_file(const std::string& name, size_t increment);
+std::vector<unsigned char> file_image(hid_t file, const std::string& where);
 
 // Silences HDF5's automatic error stack printing while alive (we throw typed errors instead).
 class H5Quiet {

@@ -10,6 +10,7 @@
 
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "setup.hpp"
 
 namespace nostrum::train {
 
@@ -87,6 +88,15 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.ranks = run.plan.ranks;
   r.threads = run.plan.threads;
   r.global_batch = run.plan.global_batch;
+  r.parameters = static_cast<int64_t>(run.model->parameter_count());
+  for (const mpi::Bucket& b :
+       gradient_bucket_plan(run.config.parallel, run.model->parameter_count()))
+    r.bucket_floats.push_back(static_cast<int64_t>(b.count));
+  r.bucket_mb = run.config.parallel.bucket_mb;
+  r.batch_size = run.config.data.batch_size;
+  r.activation_bytes = static_cast<int64_t>(run.model->activation_bytes());
+  r.rank_cores = run.plan.rank_cores;
+  r.overlap = overlaps_allreduce(run.config.parallel, run.plan, r.bucket_floats.size());
   r.weights_checksum = weights_checksum;
   r.buffers_checksum = buffers_checksum;
   return r;
@@ -116,6 +126,12 @@ std::string result_json(const RunResult& r) {
                      {"accuracy", number(e.accuracy)},
                      {"at_s", number(e.seconds_since_run_start)}});
   j["evals"] = evals;
+  j["parameters"] = r.parameters;
+  j["batch_size"] = r.batch_size;
+  j["activation_bytes"] = r.activation_bytes;
+  j["rank_cores"] = r.rank_cores;
+  j["overlap"] = r.overlap;
+  j["gradient_buckets"] = {{"bucket_mb", r.bucket_mb}, {"floats", r.bucket_floats}};
   j["weights_checksum"] = hex(r.weights_checksum);
   j["buffers_checksum"] = hex(r.buffers_checksum);
   return j.dump(2);  // indented: the file is read by people too
@@ -154,6 +170,14 @@ RunResult parse_result_json(const std::string& text) {
   for (const Json& e : field<Json>(j, "evals"))
     r.state.evals.push_back(
         {field<int>(e, "epoch"), field<double>(e, "accuracy"), field<double>(e, "at_s")});
+  r.parameters = field<int64_t>(j, "parameters");
+  r.batch_size = field<int64_t>(j, "batch_size");
+  r.activation_bytes = field<int64_t>(j, "activation_bytes");
+  r.rank_cores = field<int>(j, "rank_cores");
+  r.overlap = field<bool>(j, "overlap");
+  const Json buckets = field<Json>(j, "gradient_buckets");
+  r.bucket_mb = field<double>(buckets, "bucket_mb");
+  r.bucket_floats = field<std::vector<int64_t>>(buckets, "floats");
   r.weights_checksum = std::stoull(field<std::string>(j, "weights_checksum"), nullptr, 16);
   r.buffers_checksum = std::stoull(field<std::string>(j, "buffers_checksum"), nullptr, 16);
   return r;

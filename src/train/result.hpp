@@ -26,6 +26,17 @@ struct RunResult {
   std::string precision;  // "fp32" | "bf16", as run (--precision auto: as chosen); "" if unrecorded
   int ranks = 1, threads = 1;
   int64_t global_batch = 0;
+  // What tools/scaling-study's model needs of the step: the gradient buckets in reduction order
+  // (floats each; the same plan for any rank count), the bucket size asked for, the model's
+  // activation + gradient + scratch arena bytes at this rank's batch, the rank's cores and whether
+  // its allreduce overlaps backward.
+  std::vector<int64_t> bucket_floats;
+  double bucket_mb = 0.0;
+  int64_t parameters = 0;
+  int64_t batch_size = 0;  // per rank
+  int64_t activation_bytes = 0;
+  int rank_cores = 1;    // cores each rank may run on
+  bool overlap = false;  // the allreduce overlaps backward (or would, with more than one rank)
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
   uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
 };

@@ -21,6 +21,9 @@ namespace nostrum::train {
 
 namespace {
 
+constexpr double kFirstBucketMb =
+    1.0;  // the first bucket (the arena's tail) starts the allreduce early
+
 // OpenMP threads from --threads (0: the cores this rank is bound to) and the binding table.
 void bind_threads(Run& run) {
   const mpi::RankBinding binding = mpi::local_binding(run.world.rank());
@@ -144,12 +147,8 @@ void build_allreducer(Run& run) {
   if (run.plan.ranks == 1) return;
   const ParallelConfig& o = run.config.parallel;
   model::Model& net = *run.model;
-  constexpr double kFirstBucketMb = 1.0;
-  const bool spare_core = run.plan.rank_cores > run.plan.threads;
-  const size_t buckets =
-      mpi::plan_buckets(net.parameter_count(), o.bucket_mb, kFirstBucketMb).size();
-  const bool overlap = o.overlap == OverlapPolicy::kOn ||
-                       (o.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
+  const bool overlap =
+      overlaps_allreduce(o, run.plan, gradient_bucket_plan(o, net.parameter_count()).size());
   run.allreducer = std::make_unique<mpi::GradientAllreducer>(
       run.world, net.gradient_data(), net.parameter_count(), o.bucket_mb, kFirstBucketMb,
       overlap ? mpi::OverlapMode::kOverlap : mpi::OverlapMode::kSynchronous,
@@ -170,6 +169,17 @@ void build_allreducer(Run& run) {
 }
 
 }  // namespace
+
+std::vector<mpi::Bucket> gradient_bucket_plan(const ParallelConfig& parallel,
+                                              size_t parameter_count) {
+  return mpi::plan_buckets(parameter_count, parallel.bucket_mb, kFirstBucketMb);
+}
+
+bool overlaps_allreduce(const ParallelConfig& parallel, const RunPlan& plan, size_t buckets) {
+  const bool spare_core = plan.rank_cores > plan.threads;
+  return parallel.overlap == OverlapPolicy::kOn ||
+         (parallel.overlap == OverlapPolicy::kAuto && (spare_core || buckets > 1));
+}
 
 double default_lr(optim::OptimizerKind optimizer, int64_t global_batch) {
   const double per_256 = optimizer == optim::OptimizerKind::kLars ? 0.4 : 0.1;

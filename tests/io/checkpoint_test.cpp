@@ -303,6 +303,12 @@ TEST_CASE("a full or read-only checkpoint file system is a clear error", "[.][fu
   const std::string why = error_of([&] { io::write_checkpoint(full, make_state(2, 1 << 20), 0); });
   CHECK_THAT(why, Catch::Contains("cannot write checkpoint"));
   CHECK_THAT(why, Catch::Contains("checkpoint-000000000002.h5"));
+  CHECK_THAT(why, Catch::Contains("No space left on device"));
+  // No HDF5 object is left open (one left open crashes HDF5's exit handler).
+  {
+    std::lock_guard<std::mutex> lock(io::hdf5_mutex());
+    CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0);
+  }
   // The earlier checkpoint is intact and nothing partial is left.
   CHECK(io::find_latest_checkpoint(full, identity()).path == small);
   CHECK(io::list_checkpoints(full).size() == 1);

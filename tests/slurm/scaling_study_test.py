@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """tools/scaling-study on the real local Slurm cluster: a strong-scaling study over 1, 2 and 4 nodes
-(Fashion-MNIST subset, 1 epoch), its table checked against each point's result.json, the PNGs
-non-trivial, the model's prediction drawn, the points whose ranks share CPUs (simulated nodes on one
-host's cores) marked so in the table; then a study whose job fails (a bad option) is reported as
-failed, with its log, and the report exits non-zero; a site profile that does not exist and more
+(Fashion-MNIST subset, 1 epoch) with its compute sweep (1 node at local batches 16 and 8), its table
+checked against each point's result.json, the PNGs non-trivial, the model's prediction listed but
+not compared (the profile is of another network), the points whose ranks share CPUs (simulated nodes
+on one host's cores) marked so in the table; then a study whose job fails (a bad option) is reported
+as failed, with its log, and the report exits non-zero; a site profile that does not exist and more
 nodes than the partition has are refused before anything is submitted."""
 import csv
 import os
@@ -26,8 +27,7 @@ def main():
     shards = data()
     study = os.path.join(work, "strong")
     cmd = [TOOL, "--job", JOB, "--data", shards, "--nodes", "1,2,4", "--mode", "strong", "--batch-size", "32",
-           "--epochs", "1", "--study", study, "--timeout", "150", "--trace", "--network",
-           os.path.join(ROOT, "tools", "scaling", "profiles", "local-cluster.json"), "--", "--target-accuracy", "0.3"]
+           "--epochs", "1", "--study", study, "--timeout", "240", "--trace", "--network", "marenostrum4", "--", "--target-accuracy", "0.3"]
     proc = subprocess.run(cmd, env=env(), cwd=work, capture_output=True, text=True)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     check(proc.returncode == 0, "the study over 1, 2, 4 nodes ran and reported")
@@ -55,7 +55,16 @@ def main():
     for png in ("throughput.png", "efficiency.png", "time_split.png"):
         check(png_ok(os.path.join(study, png)), f"{png} is a PNG of more than 10 kB")
     md = read(os.path.join(study, "scaling.md"))
-    check("| 4 | 4 | 32 |" in md and "predicted" in md, "scaling.md holds the table and the model's comparison")
+    check("| 4 | 4 | 32 |" in md and "predicted" in md, "scaling.md holds the table and the model's prediction")
+    check("Not compared with the measurements" in md,
+          "a profile not calibrated on this cluster and link is not compared with the measurements")
+    sweep = read_json(os.path.join(study, "study.json"))["compute_points"]
+    check(sorted(p["local_batch"] for p in sweep) == [8, 16] and all(p["nodes"] == 1 for p in sweep),
+          "the compute sweep measured 1 node at the smaller local batches 16 and 8")
+    for p in sweep:
+        result = read_json(os.path.join(p["run_dir"], "result.json"))
+        check(result["global_batch"] == p["local_batch"] and sum(result["gradient_buckets"]["floats"]) == result["parameters"],
+              f"compute sweep at batch {p['local_batch']}: ran, and its result.json holds the bucket plan")
     shared = [r for r in rows if r["cpu_overlap"]]
     check([int(r["nodes"]) for r in shared] == [2, 4] and md.count("**ranks share CPUs**") == 2
           and "ranks share CPUs" in proc.stderr,

@@ -51,7 +51,7 @@ const std::string& dataset() {
   return dir;
 }
 
-RunConfig small_run() {
+TrainOptions small_options() {
   TrainOptions o;
   o.data_dir = dataset();
   o.model = "resnet8";
@@ -63,7 +63,11 @@ RunConfig small_run() {
   o.lr = 0.05;
   o.quiet = true;
   o.seed = 3;
-  return train::resolve(o);
+  return o;
+}
+
+RunConfig small_run() {
+  return train::resolve(small_options());
 }
 
 std::vector<uint64_t> checksums_of_every_rank(const mpi::Communicator& world, const float* data,
@@ -228,6 +232,13 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.state.evals = {{1, 0.871, 25.5}, {4, 0.9209, 102.0}};
   r.weights_checksum = 0xdeadbeef01234567ull;
   r.buffers_checksum = 0x0123456789abcdefull;
+  r.parameters = 77754;
+  r.batch_size = 16;
+  r.activation_bytes = 123456789;
+  r.bucket_mb = 0.25;
+  r.bucket_floats = {250000, 62500, 15254};
+  r.rank_cores = 2;
+  r.overlap = true;
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
@@ -241,6 +252,10 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.state.time.hidden_allreduce == r.state.time.hidden_allreduce);
   CHECK(back.weights_checksum == r.weights_checksum);
   CHECK(back.buffers_checksum == r.buffers_checksum);
+  CHECK(back.bucket_floats == r.bucket_floats);
+  CHECK(back.activation_bytes == r.activation_bytes);
+  CHECK(back.rank_cores == 2);
+  CHECK(back.overlap);
   CHECK(back.precision == "bf16");
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
@@ -255,4 +270,32 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   std::string unknown_status = text;
   unknown_status.replace(unknown_status.find("success"), 7, "victory");
   CHECK_THROWS_AS(train::parse_result_json(unknown_status), nostrum::DataError);
+}
+
+TEST_CASE("the result records the gradient buckets the allreducer reduces", "[train]") {
+  mpi::Communicator world;
+  TrainOptions o = small_options();
+  o.model = "resnet20";  // width 32: about 1.1 M parameters, so 1 MB buckets make several
+  o.width = 32;
+  o.bucket_mb = 1.0;
+  std::unique_ptr<Run> run = train::setup_run(train::resolve(o), world);
+  const train::RunResult r = train::make_result(*run, 0.0, 0, 0);
+  int64_t sum = 0;
+  for (int64_t floats : r.bucket_floats) sum += floats;
+  CHECK(sum == static_cast<int64_t>(run->model->parameter_count()));
+  CHECK(r.parameters == sum);
+  CHECK(r.bucket_floats.size() > 2);
+  CHECK(r.bucket_floats[0] == 250000);  // the first bucket: 1 MB of the arena's tail
+  CHECK(r.bucket_floats[1] == 250000);  // then --bucket-mb
+  CHECK(r.activation_bytes == static_cast<int64_t>(run->model->activation_bytes()));
+  CHECK(r.activation_bytes > 0);
+  CHECK(r.batch_size == kBatch);
+  CHECK(r.overlap);  // auto: more than one bucket
+  CHECK(r.rank_cores == run->plan.rank_cores);
+  if (run->allreducer) {  // > 1 rank: exactly the allreducer's buckets, in its order
+    CHECK(r.overlap == (run->allreducer->mode() == mpi::OverlapMode::kOverlap));
+    REQUIRE(run->allreducer->buckets().size() == r.bucket_floats.size());
+    for (size_t k = 0; k < r.bucket_floats.size(); ++k)
+      CHECK(static_cast<int64_t>(run->allreducer->buckets()[k].count) == r.bucket_floats[k]);
+  }
 }

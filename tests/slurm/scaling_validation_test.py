@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""The scaling model against a measurement on the local cluster with isolated nodes: its own
+2-node cluster (1 CPU each) on a 20 Mbit/s link, the network calibrated with nostrum-allreduce-bench
+(0.1-1 MB), a weak-scaling resnet8 study on 1 and 2 nodes (synthetic data, 20 steps, traced, each
+point the fastest of 2), reported against the calibrated profile (tools/scaling/validate-local-cluster). The
+2-node point's exposed allreduce must be at least 30 % of its step (the network matters), every
+input measured (none assumed), and the model's images/s within 15 % of the measured at both points."""
+import os
+import subprocess
+
+from slurm_common import ROOT, build_dir, check, read_json, work_dir
+
+LINK = "20mbit"
+
+
+def main():
+    work = work_dir("scaling-validation")
+    env = dict(os.environ)
+    # its own cluster beside the fixture's: own state directory and ports (so own namespaces, bridge, subnet)
+    env["NOSTRUM_SLURM_DIR"] = os.path.join(work, "cluster")
+    env["NOSTRUM_SLURM_PORT"] = str(int(os.environ.get("NOSTRUM_SLURM_PORT", "17000")) + 4000)
+    proc = subprocess.run([os.path.join(ROOT, "tools", "scaling", "validate-local-cluster"), "--build", build_dir(),
+                           "--out", work, "--links", LINK, "--models", "resnet8", "--steps-resnet8", "20",
+                           "--repeat", "2", "--sizes-mb", "0.1,0.25,1"],
+                          env=env, cwd=work, capture_output=True, text=True)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    if proc.returncode == 77:
+        print("slurm_scaling_validation: skipped: this host cannot make isolated nodes (namespaces, tc)")
+        raise SystemExit(77)
+    check(proc.returncode == 0, "the validation ran: cluster, calibration, study, report")
+    network = read_json(os.path.join(work, LINK.replace(":", "-"), "network.json"))
+    check(network["where"]["link"] == LINK and network["bandwidth_GBps"] < 0.003,
+          f"the calibration saw the shaped link ({network['bandwidth_GBps']} GB/s, 20 Mbit/s = 0.0025)")
+    prediction = read_json(os.path.join(work, LINK.replace(":", "-"), "resnet8", "prediction.json"))
+    check(prediction["compared"], "the prediction is compared: profile and study of the same cluster and link")
+    check(not any("ASSUMED" in v for v in prediction["sources"].values()),
+          f"every input of the model measured: {prediction['sources']}")
+    points = read_json(os.path.join(work, "validation.json"))["points"]
+    check([p["nodes"] for p in points] == [1, 2], "one point per node count")
+    check(points[1]["measured_exposed_share"] >= 0.30,
+          f"the exposed allreduce is {100 * points[1]['measured_exposed_share']:.0f} % of the 2-node step (>= 30 %)")
+    for p in points:
+        check(abs(p["error"]) <= 0.15, f"{p['nodes']} node(s): predicted {p['predicted']:.1f} images/s, measured "
+              f"{p['measured']:.1f}: error {100 * p['error']:+.1f} % (within 15 %)")
+    md = open(os.path.join(work, "validation.md")).read()
+    check(f"| resnet8 | {LINK} | 2 |" in md, "validation.md holds the table")
+    print("slurm_scaling_validation: passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Time-to-solution at N nodes: for each node count, the model's images/s and efficiency, the global
+batch, the epochs MLPerf's reference runs needed at that batch (rcp.py, with the spread of the runs
+as a band), the evaluation time and the projected time-to-solution; the node count that minimises
+it; points that do not fit in memory or lie beyond the RCP table are refused, with the reason."""
+import math
+
+from .common import ScalingError
+from .model import best_point, efficiency, predict_step
+from .rcp import epochs_at
+
+IMAGENET_TRAIN = 1_281_167
+IMAGENET_VAL = 50_000
+
+
+def memory_refusal(node, local_batch, node_memory_gb):
+    """The reason a point does not fit in the node's memory, or None (None also when unknown)."""
+    if not node_memory_gb:
+        return None
+    need = node.memory_bytes(local_batch)
+    if need > node_memory_gb * 1e9:
+        return (f"does not fit: {node.ranks_per_node} rank(s) x local batch {local_batch:g} need "
+                f"{need / 1e9:.1f} GB of {node_memory_gb:g} GB")
+    return None
+
+
+def time_to_solution(point, epochs, train_images, val_images, eval_every, eval_s_per_image):
+    """Seconds for `epochs` epochs at the point's images/s, plus one evaluation every eval_every
+    epochs (and at the end) over val_images, the evaluation spread over the point's nodes."""
+    evaluations = math.ceil(epochs / eval_every)
+    eval_s = val_images * eval_s_per_image / point["nodes"]
+    return epochs * train_images / point["images_per_second"] + evaluations * eval_s
+
+
+def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, train_images=IMAGENET_TRAIN,
+            val_images=IMAGENET_VAL, eval_every=4, node_memory_gb=None):
+    """One row per node count; local_batch fixed (global = nodes x ranks x local), or global_batch
+    fixed (local = global / ranks)."""
+    R = node.ranks_per_node
+    rows = []
+    for n in nodes_list:
+        b = global_batch / (n * R) if global_batch else local_batch
+        row = {"nodes": n, "ranks": n * R, "local_batch": b, "global_batch": b * n * R, "refused": None}
+        row["refused"] = memory_refusal(node, b, node_memory_gb)
+        if row["refused"] is None:
+            try:
+                row.update(predict_step(node, net, n, b))
+            except ScalingError as e:  # an unmeasured local batch: refused with the reason
+                row["refused"] = str(e)
+        rows.append(row)
+    base = next((r for r in rows if r.get("images_per_second")), None)
+    for r in rows:
+        if not r.get("images_per_second"):
+            continue
+        r["efficiency"] = efficiency(r, base)
+        r["epoch_s"] = train_images / r["images_per_second"]
+        r["eval_s"] = val_images * node.eval_s_per_image / r["nodes"]
+        e = epochs_at(rcp, r["global_batch"])
+        if e is None:
+            r["refused"] = (f"global batch {r['global_batch']:g} beyond the RCP table's largest "
+                            f"({rcp['rows'][-1]['global_batch']}): out of range")
+            continue
+        r["epochs"] = e
+        for key in ("mean", "min", "max"):
+            r[f"tts_{key}_s"] = time_to_solution(r, e[key], train_images, val_images, eval_every,
+                                                 node.eval_s_per_image)
+        r["time_to_solution_s"] = r["tts_mean_s"]
+    best = best_point(rows)
+    for r in rows:
+        r["best"] = r is best
+    return rows
