@@ -17,7 +17,7 @@
 #include <random>
 #include <thread>
 
-#include "data/temp_dir.hpp"
+#include "temp_dir.hpp"
 #include "io/checkpoint.hpp"
 #include "io/hdf5_util.hpp"
 #include "io/weights_file.hpp"
