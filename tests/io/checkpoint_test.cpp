@@ -17,11 +17,11 @@
 #include <random>
 #include <thread>
 
-#include "temp_dir.hpp"
 #include "io/checkpoint.hpp"
 #include "io/hdf5_util.hpp"
 #include "io/weights_file.hpp"
 #include "nostrum/core/error.hpp"
+#include "temp_dir.hpp"
 
 using namespace nostrum;
 using nostrum::testing::TempDir;
