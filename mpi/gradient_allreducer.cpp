@@ -160,16 +160,17 @@ void GradientAllreducer::communication_loop() {
       }
       lock.lock();
       reduced_buckets_ = b + 1;
-      done_cv_.notify_all();
+      reduced_cv_.notify_all();
     }
     done_ = true;
     done_cv_.notify_all();
+    reduced_cv_.notify_all();
   }
 }
 
 bool GradientAllreducer::wait_until_reduced(size_t buckets, double timeout_seconds) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] {
+  return reduced_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] {
     return reduced_buckets_ >= buckets || error_ != nullptr;
   }) && error_ == nullptr;
 }

@@ -100,6 +100,8 @@ class GradientAllreducer {
   std::mutex mutex_;
   std::condition_variable work_cv_;  // wakes the communication thread
   std::condition_variable done_cv_;  // wakes finish_step
+  // wakes wait_until_reduced after each bucket (its own, so finish_step is not woken per bucket)
+  std::condition_variable reduced_cv_;
   Clock::time_point step_start_;
   unsigned long long step_ = 0;  // generation counter, incremented by begin_step
   size_t watermark_ = 0;         // gradients at offsets >= watermark_ are final

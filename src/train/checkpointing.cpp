@@ -249,12 +249,13 @@ void restore_optimizer(optim::Optimizer& opt, const io::CheckpointState& c,
 
 }  // namespace
 
-void restore_checkpoint(Run& run, const io::CheckpointState& c, const std::string& path) {
+CheckpointMark restore_checkpoint(Run& run, const io::CheckpointState& c, const std::string& path) {
   const SavedRun saved = saved_run(c, path);
   io::restore_tensors(c.model, run.model->parameters(), path);
   restore_bn_buffers(run, c, saved.mark.ranks, path);
   restore_optimizer(*run.optimizer, c, path);
   run.state = saved.state;
+  return saved.mark;
 }
 
 }  // namespace nostrum::train

@@ -77,6 +77,8 @@ ResumePoint find_resume_point(const Run& run, const std::function<void(const std
 
 // Every rank: the model, BN buffers (this rank's own when the rank count is the same, else the
 // average over the saved ranks), the optimizer state and steps, and run.state (saved_run).
-void restore_checkpoint(Run& run, const io::CheckpointState& state, const std::string& path);
+// Returns the checkpoint's mark (ranks, seconds spent, MLPerf log bytes).
+CheckpointMark restore_checkpoint(Run& run, const io::CheckpointState& state,
+                                  const std::string& path);
 
 }  // namespace nostrum::train

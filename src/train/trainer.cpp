@@ -90,19 +90,18 @@ double resume_if_asked(Run& run, MlperfObserver& mlperf, ProgressPrinter& progre
     mlperf.start_log();
     return 0.0;
   }
-  const SavedRun saved = saved_run(resume.state, resume.path);
-  NOSTRUM_CHECK(saved.state.seed == run.config.training.seed, OptionError,
-                "the checkpoint's run used --seed " + std::to_string(saved.state.seed), "--seed",
+  const CheckpointMark mark = restore_checkpoint(run, resume.state, resume.path);
+  NOSTRUM_CHECK(run.state.seed == run.config.training.seed, OptionError,
+                "the checkpoint's run used --seed " + std::to_string(run.state.seed), "--seed",
                 "resume with the same seed (sampling and augmentation follow it)");
-  restore_checkpoint(run, resume.state, resume.path);
-  mlperf.continue_log(saved.mark.mllog_bytes);
+  mlperf.continue_log(mark.mllog_bytes);
   const RunState& s = run.state;
   progress.say("resumed from " + resume.path + ": epoch " + std::to_string(s.epoch) + " step " +
                std::to_string(s.step_in_epoch) + " (run step " + std::to_string(s.steps_taken) +
-               "), " + std::to_string(saved.mark.seconds_spent) +
-               " s of time-to-solution so far, " + std::to_string(saved.mark.ranks) +
-               " rank(s) then, " + std::to_string(run.world.size()) + " now");
-  return saved.mark.seconds_spent;
+               "), " + std::to_string(mark.seconds_spent) + " s of time-to-solution so far, " +
+               std::to_string(mark.ranks) + " rank(s) then, " + std::to_string(run.world.size()) +
+               " now");
+  return mark.seconds_spent;
 }
 
 // --stall-timeout over more than one rank: the heartbeat watchdog (mpi/stall_watchdog.hpp).
