@@ -244,6 +244,11 @@ def case_resume_2_to_3(data, tmp):
     rc, out = run(3, base_args(data, batch=48, epochs=4, target="0.2") + ["--resume-from", latest])
     check(rc == 1 and out.count("another global batch") == 1 and "144" in out and "96" in out,
           "3 x 48 = 144 is refused: another global batch, both named (status %d)" % rc)
+    other_seed = base_args(data, batch=32, epochs=4, target="0.2")
+    other_seed[other_seed.index("--seed") + 1] = "99"
+    rc, out = run(3, other_seed + ["--resume-from", latest])
+    check(rc == 1 and "the checkpoint's run used --seed" in out,
+          "another --seed is refused: sampling and augmentation follow it (status %d)" % rc)
     rc, out = run(3, base_args(data, batch=32, epochs=4, target="0.2") + ["--checkpoint-dir", ck, "--resume", "--mllog", log])
     check(rc == 0, "3 ranks x 32 resume the 2-rank checkpoint and reach 0.2 (status %d)" % rc)
     check("2 rank(s) then, 3 now" in out, "the run says it changed rank count")
