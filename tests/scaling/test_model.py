@@ -16,7 +16,7 @@ from scaling_study.calibrate import fit, parse  # noqa: E402
 from scaling_study.common import ScalingError  # noqa: E402
 from scaling_study.model import allreduce_seconds, link, overlapped_backward, predict_step  # noqa: E402
 from scaling_study.node import NodeCompute  # noqa: E402
-from scaling_study.project import project, time_to_solution  # noqa: E402
+from scaling_study.project import project, stopping_epoch, time_to_solution  # noqa: E402
 from scaling_study.rcp import epochs_at, load_rcp  # noqa: E402
 from scaling_study.trace import trace_profile  # noqa: E402
 
@@ -199,7 +199,7 @@ class TimeToSolution(unittest.TestCase):
 
     def test_the_minimum_and_the_out_of_range_point(self):
         rows = project(self.node, self.net, self.rcp, [1, 2, 4, 8, 16, 32], local_batch=1, train_images=100,
-                       val_images=0)
+                       val_images=0, eval_every=1)
         tts = {r["nodes"]: r.get("time_to_solution_s") for r in rows}
         # 100 images x epochs x (1 + 0.2 log2 N) / N
         for n, want in ((1, 1000), (2, 600), (4, 350), (8, 200), (16, 225)):
@@ -208,10 +208,31 @@ class TimeToSolution(unittest.TestCase):
         self.assertIn("out of range", next(r for r in rows if r["nodes"] == 32)["refused"])
         self.assertEqual([r["nodes"] for r in rows if r["best"]], [8])
 
-    def test_evaluations_every_few_epochs(self):
+    def test_a_run_trains_to_the_next_evaluation(self):
         point = {"nodes": 2, "images_per_second": 50.0}
-        # 10 epochs of 100 images at 50/s = 20 s; ceil(10 / 4) = 3 evaluations of 50 x 0.1 s / 2 nodes
-        self.assertAlmostEqual(time_to_solution(point, 10, 100, 50, 4, 0.1), 20 + 3 * 2.5)
+        # target after 10 epochs, evaluations after 4, 8, 12: 12 epochs of 100 images at 50/s = 24 s,
+        # 3 evaluations of 50 images x 0.1 s over 2 nodes = 2.5 s each
+        seconds, trained, evaluations = time_to_solution(point, 10, 100, 50, 4, 0.1)
+        self.assertEqual((trained, evaluations), (12, 3))
+        self.assertAlmostEqual(seconds, 24 + 3 * 2.5)
+
+    def test_the_evaluation_offset_of_the_recipe(self):
+        point = {"nodes": 1, "images_per_second": 100.0}
+        # --eval-offset 2 --eval-every 4: evaluations after 3, 7, ..., 35, 39; RCP 35.2 epochs -> 36 -> 39
+        self.assertEqual(stopping_epoch(35.2, 4, 2), 39)
+        self.assertEqual(stopping_epoch(35.0, 4, 2), 35)
+        self.assertEqual(stopping_epoch(34.0, 4, 2), 35)
+        self.assertEqual(stopping_epoch(1.0, 4, 2), 3)
+        seconds, trained, evaluations = time_to_solution(point, 35, 100, 10, 4, 1.0, eval_offset=2)
+        self.assertEqual((trained, evaluations), (35, 9))
+        self.assertAlmostEqual(seconds, 35 + 9 * 10)
+
+    def test_the_projection_counts_the_trained_epochs(self):
+        rows = project(self.node, self.net, self.rcp, [1], local_batch=1, train_images=100, val_images=0,
+                       eval_every=4, eval_offset=2)
+        # 10 epochs to target, evaluations after 3, 7, 11: 11 epochs of 100 images at 1 image/s
+        self.assertEqual(rows[0]["trained_epochs_mean"], 11)
+        self.assertAlmostEqual(rows[0]["time_to_solution_s"], 1100)
 
     def test_a_batch_that_does_not_fit_is_refused(self):
         rows = project(self.node, self.net, self.rcp, [1, 2], local_batch=1, node_memory_gb=0.5)

@@ -21,8 +21,9 @@ the time-to-solution they project.
                 --ranks-per-node R --threads T] [--node-memory-gb M] [--plot tts.png] [--md F]
       time-to-solution of ResNet-50 to 75.9 % at each node count: images/s, efficiency, global
       batch, epochs from MLPerf's RCPs (interpolated; the spread of the reference runs as a band;
-      beyond the largest reference batch: out of range), evaluation time, time-to-solution, the
-      minimising node count; every input's source is printed.
+      beyond the largest reference batch: out of range), the epochs trained (to the first
+      evaluation at or after them: --eval-every 4 --eval-offset 2, the recipe's 3, 7, 11, ...),
+      evaluation time, time-to-solution, the minimising node count; every input's source is printed.
 
 Inputs of the model, each measured (the output names the file it came from):
   compute and data wait per step: a 1-node point of the study at each local batch (not scaled
@@ -94,12 +95,13 @@ def projection(args):
     rcp = load_rcp(args.rcp)
     memory, memory_source = node_memory(args, net)
     options = {"train_images": args.train_images, "val_images": args.val_images, "eval_every": args.eval_every,
+               "eval_offset": args.eval_offset,
                "node_memory_gb": memory, "memory_source": memory_source,
                "local_batch": args.batch_size or min(node.batches), "global_batch": args.global_batch}
     nodes = [int(n) for n in args.nodes.split(",")] if args.nodes else [2 ** k for k in range(11)]
     rows = project(node, net, rcp, nodes, local_batch=options["local_batch"], global_batch=args.global_batch,
                    train_images=args.train_images, val_images=args.val_images, eval_every=args.eval_every,
-                   node_memory_gb=memory)
+                   eval_offset=args.eval_offset, node_memory_gb=memory)
     return node, net, rcp, options, rows
 
 
@@ -158,6 +160,9 @@ def add_run(sub):
     r.add_argument("--time-limit", help="sbatch -t for each point")
     r.add_argument("--trace", action="store_true", help="write a Chrome trace per rank (the model's backward profile)")
     r.add_argument("--no-compute-sweep", action="store_true", help="strong scaling: no 1-node runs at the smaller local batches")
+    r.add_argument("--fill-idle-nodes", action="store_true",
+                   help="run a 1-node copy of the job on each node a point leaves idle (nodes that share "
+                        "one host, as the local cluster's, slow each other: every point then has busy neighbours)")
     r.add_argument("--repeat", type=int, default=1,
                    help="run every point this many times, alternating; the report takes each one's fastest")
     r.add_argument("--no-wait", action="store_true", help="submit and return")
@@ -179,6 +184,9 @@ def add_projection_options(m, default_nodes):
     m.add_argument("--train-images", type=int, default=1_281_167, help="images an epoch (ImageNet-1k's)")
     m.add_argument("--val-images", type=int, default=50_000, help="images an evaluation (ImageNet-1k's)")
     m.add_argument("--eval-every", type=int, default=4, help="epochs between evaluations (MLPerf ResNet's 4)")
+    m.add_argument("--eval-offset", type=int, default=2,
+                   help="as nostrum-train's: evaluations after epochs K+1, K+1+N, ... (default 2, the ResNet-50 "
+                        "recipe's, jobs/resnet50_imagenet_mlperf.ini: 3, 7, 11, ...; -1: N, 2N, ...)")
     m.add_argument("--json", help="write the projection as JSON")
 
 

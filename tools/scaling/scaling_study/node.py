@@ -154,5 +154,7 @@ def from_study(meta, rows, sweep):
         batches[r["local_batch"]] = {"compute_s": r["compute_ms"] * 1e-3, "data_wait_s": r["data_wait_ms"] * 1e-3,
                                      "source": f"measured: 1 node, {r['steps']} steps ({shown(r['run_dir'])})"}
     sources["node compute"] = (f"measured on 1 node ({R} rank(s) x {base['threads_per_rank']} thread(s)) at local "
-                               f"batch(es) {', '.join(str(b) for b in sorted(batches))}")
+                               f"batch(es) {', '.join(str(b) for b in sorted(batches))}"
+                               + (f", beside {base['fillers']} node(s) running a copy of the job (--fill-idle-nodes)"
+                                  if base.get("fillers") else ""))
     return NodeCompute(R, base["threads_per_rank"], batches, _shape_from(base, rows, sources), sources)

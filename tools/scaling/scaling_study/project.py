@@ -1,6 +1,7 @@
 """Time-to-solution at N nodes: for each node count, the model's images/s and efficiency, the global
 batch, the epochs MLPerf's reference runs needed at that batch (rcp.py, with the spread of the runs
-as a band), the evaluation time and the projected time-to-solution; the node count that minimises
+as a band), the epochs trained (to the job's next scheduled evaluation: only an evaluation sees the
+target), the evaluation time and the projected time-to-solution; the node count that minimises
 it; points that do not fit in memory or lie beyond the RCP table are refused, with the reason."""
 import math
 
@@ -23,16 +24,31 @@ def memory_refusal(node, local_batch, node_memory_gb):
     return None
 
 
-def time_to_solution(point, epochs, train_images, val_images, eval_every, eval_s_per_image):
-    """Seconds for `epochs` epochs at the point's images/s, plus one evaluation every eval_every
-    epochs (and at the end) over val_images, the evaluation spread over the point's nodes."""
-    evaluations = math.ceil(epochs / eval_every)
+def first_evaluation(eval_every, eval_offset):
+    """The epoch of the first evaluation: nostrum-train's --eval-offset K evaluates after epochs
+    K+1, K+1+N, ... (N = --eval-every); K = -1 after epochs N, 2N, ..."""
+    return eval_offset + 1 if eval_offset >= 0 else eval_every
+
+
+def stopping_epoch(needed, eval_every, eval_offset):
+    """A run that reaches the target after `needed` epochs (the RCP's, rounded up) stops at the
+    first evaluation at or after it: only an evaluation can see the target reached."""
+    first, need = first_evaluation(eval_every, eval_offset), math.ceil(needed - 1e-9)
+    return first if need <= first else first + math.ceil((need - first) / eval_every) * eval_every
+
+
+def time_to_solution(point, epochs, train_images, val_images, eval_every, eval_s_per_image, eval_offset=-1):
+    """(seconds, epochs trained, evaluations) of a run whose target is reached after `epochs`
+    epochs: it trains to the next scheduled evaluation at the point's images/s, and evaluates
+    val_images at each scheduled evaluation up to it, the evaluation spread over the point's nodes."""
+    trained = stopping_epoch(epochs, eval_every, eval_offset)
+    evaluations = (trained - first_evaluation(eval_every, eval_offset)) // eval_every + 1
     eval_s = val_images * eval_s_per_image / point["nodes"]
-    return epochs * train_images / point["images_per_second"] + evaluations * eval_s
+    return trained * train_images / point["images_per_second"] + evaluations * eval_s, trained, evaluations
 
 
 def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, train_images=IMAGENET_TRAIN,
-            val_images=IMAGENET_VAL, eval_every=4, node_memory_gb=None):
+            val_images=IMAGENET_VAL, eval_every=4, eval_offset=-1, node_memory_gb=None):
     """One row per node count; local_batch fixed (global = nodes x ranks x local), or global_batch
     fixed (local = global / ranks)."""
     R = node.ranks_per_node
@@ -61,8 +77,10 @@ def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, tra
             continue
         r["epochs"] = e
         for key in ("mean", "min", "max"):
-            r[f"tts_{key}_s"] = time_to_solution(r, e[key], train_images, val_images, eval_every,
-                                                 node.eval_s_per_image)
+            r[f"tts_{key}_s"], r[f"trained_epochs_{key}"], evaluations = time_to_solution(
+                r, e[key], train_images, val_images, eval_every, node.eval_s_per_image, eval_offset)
+            if key == "mean":
+                r["evaluations"] = evaluations
         r["time_to_solution_s"] = r["tts_mean_s"]
     best = best_point(rows)
     for r in rows:

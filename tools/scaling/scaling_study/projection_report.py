@@ -1,7 +1,8 @@
 """The projection as a user reads it: every input with its source, then one line per node count
-(images/s, efficiency, global batch, epochs with their band, evaluation, time-to-solution, the
+(images/s, efficiency, global batch, epochs with their band, epochs trained, evaluation, time-to-solution, the
 minimum marked, refusals with their reason), as text and Markdown; and the JSON of it."""
 from .common import shown
+from .project import first_evaluation
 
 
 def _hours(seconds):
@@ -18,7 +19,9 @@ def input_lines(node, net, rcp, options):
     if node.model != "resnet50":
         out.append(f"NOTE: the RCPs are ResNet-50's on ImageNet; this study's model is {node.model}")
     out.append(f"dataset: {options['train_images']} training, {options['val_images']} validation images; "
-               f"evaluation every {options['eval_every']} epochs")
+               f"evaluation after epoch {first_evaluation(options['eval_every'], options['eval_offset'])}, "
+               f"then every {options['eval_every']} (--eval-every, --eval-offset); a run trains to the first "
+               "evaluation at or after the epochs it needs")
     memory = options.get("node_memory_gb")
     out.append(f"node memory: {memory:g} GB ({options['memory_source']})" if memory else
                "node memory: NOT CHECKED (no --node-memory-gb and none in the network profile)")
@@ -27,19 +30,20 @@ def input_lines(node, net, rcp, options):
 
 def row_cells(r):
     if not r.get("images_per_second"):
-        return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", "-", "-", "-", "-", "-", "-", r["refused"]]
+        return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", "-", "-", "-", "-", "-", "-", "-", r["refused"]]
     e = r.get("epochs")
     if e is None:
         return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", f"{r['images_per_second']:.1f}",
-                f"{r['efficiency']:.2f}", "-", f"{1e3 * r['exposed_s']:.1f}", "-", "-", r["refused"]]
+                f"{r['efficiency']:.2f}", "-", "-", f"{1e3 * r['exposed_s']:.1f}", "-", "-", r["refused"]]
     tts = (f"{_hours(r['tts_mean_s']):.2f} ({_hours(r['tts_min_s']):.2f}-{_hours(r['tts_max_s']):.2f})")
     note = ("**minimum**; " if r["best"] else "") + e["how"]
     return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", f"{r['images_per_second']:.1f}",
             f"{r['efficiency']:.2f}", f"{e['mean']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
+            f"{r['trained_epochs_mean']} ({r['trained_epochs_min']}-{r['trained_epochs_max']})",
             f"{1e3 * r['exposed_s']:.1f}", f"{r['eval_s']:.1f}", tts, note]
 
 
-HEADER = ["nodes", "ranks", "global batch", "images/s", "efficiency", "epochs (band)",
+HEADER = ["nodes", "ranks", "global batch", "images/s", "efficiency", "epochs to target (band)", "epochs trained",
           "exposed allreduce ms/step", "eval s each", "time-to-solution h (band)", "note"]
 
 

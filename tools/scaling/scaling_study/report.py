@@ -68,6 +68,10 @@ def point_line(r, study):
         status = "target not reached within the budget"
     if r.get("cpu_overlap"):
         status += f"; **ranks share CPUs** ({r['cpu_overlap']})"
+    if r.get("fillers"):
+        status += f"; beside {r['fillers']} node(s) running a copy of the job"
+    if r.get("failed_fillers"):
+        status += f"; **copies that failed: {', '.join(r['failed_fillers'])}** (neighbours partly idle)"
     if len(r.get("repetitions", [])) > 1:
         status += f" (fastest of {len(r['repetitions'])}: " + ", ".join(f"{v:.1f}" for v in r["repetitions"]) + ")"
     return (f"| {r['nodes']} | {r['ranks']} | {r['global_batch']} | {fmt(r['images_per_second'])} "
@@ -126,6 +130,9 @@ def print_failures(rows):
         if r.get("cpu_overlap"):
             print(f"scaling-study: warning: {r['nodes']} node(s): ranks share CPUs ({r['cpu_overlap']}): that point "
                   "measures oversubscribed cores, not this shape", file=sys.stderr)
+        if r.get("failed_fillers"):
+            print(f"scaling-study: warning: {r['nodes']} node(s): the copies of the job on its idle nodes failed "
+                  f"({', '.join(r['failed_fillers'])}): that point ran beside idle nodes", file=sys.stderr)
         if r["ok"]:
             continue
         print(f"scaling-study: FAILED: {r['nodes']} node(s), job {r['job_id']}, status {r['status']}, "

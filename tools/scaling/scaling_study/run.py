@@ -3,7 +3,10 @@
 with mpirun), then the report. Strong scaling keeps the smallest point's global batch and adds a
 compute sweep: 1-node runs at each smaller local batch, so the model has compute measured at every
 local batch it is asked about. --repeat K runs every point K times, alternating over the points;
-the report takes each point's fastest repetition (on a shared machine the others were disturbed)."""
+the report takes each point's fastest repetition (on a shared machine the others were disturbed).
+--fill-idle-nodes: where the cluster's nodes share one host (the local cluster), a point on fewer
+nodes than the study's largest runs beside a 1-node copy of its job on each idle node, so that
+every point computes beside as many busy neighbours (the copies' results are not used)."""
 import os
 import subprocess
 import sys
@@ -53,14 +56,14 @@ def plan_compute_sweep(points):
     return out
 
 
-def point_args(args, point):
+def point_args(args, point, extra_steps=0):
     extra = [a for a in args.extra if a != "--"]
     out = ["--config", os.path.abspath(args.job), "--data", os.path.abspath(args.data),
            "--batch-size", str(point["local_batch"]), "--threads", str(args.threads)]
     if args.epochs:
         out += ["--epochs", str(args.epochs)]
     if args.steps:  # a fixed number of steps per point: throughput, not time-to-solution
-        out += ["--max-steps", str(args.steps)]
+        out += ["--max-steps", str(args.steps + extra_steps)]
     return out + extra
 
 
@@ -126,6 +129,20 @@ def run_local(args, study, script, env, p, name):
         p["exit_code"] = subprocess.run([script] + p["args"], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
 
 
+def filler_points(args, p, total_nodes, rep_name):
+    """1-node copies of point p's job for the nodes it leaves idle (--fill-idle-nodes), each with
+    two more steps than p so that p never runs its last steps beside an idle node."""
+    if not args.fill_idle_nodes or p["nodes"] >= total_nodes:
+        return []
+    out = []
+    for k in range(total_nodes - p["nodes"]):
+        f = dict(p, nodes=1, ranks=args.ranks_per_node, global_batch=p["local_batch"] * args.ranks_per_node,
+                 name=f"{rep_name}-filler{k + 1}")
+        f["args"] = point_args(args, f, extra_steps=2)
+        out.append(f)
+    return out
+
+
 def submit(args, study, script, env, p, name, previous):
     cmd = ["sbatch", "--parsable", "-N", str(p["nodes"]), f"--ntasks-per-node={args.ranks_per_node}",
            f"--cpus-per-task={args.threads}", "-J", f"{name}-{p['name']}",
@@ -161,8 +178,13 @@ def run(args, report):
     if args.site:
         env["NOSTRUM_SITE"] = os.path.abspath(args.site)
         env.update(site_sbatch_env(args.site))
+    total_nodes = max(p["nodes"] for p in points)
+    if args.fill_idle_nodes and args.local:
+        raise ScalingError("--fill-idle-nodes fills idle Slurm nodes: not with --local")
+    if args.fill_idle_nodes and args.parallel:
+        raise ScalingError("--fill-idle-nodes needs the points one after another: not with --parallel")
     if not args.local:
-        check_partition_size(max(p["nodes"] for p in points), env)
+        check_partition_size(total_nodes, env)
     if args.trace:
         env["NOSTRUM_TRACE"] = "1"
     name = os.path.splitext(os.path.basename(args.job))[0]
@@ -176,20 +198,28 @@ def run(args, report):
             if args.local:
                 run_local(args, study, script, env_point, r, name)
             else:
-                previous = submit(args, study, script, env_point, r, name, previous)
-            p.setdefault("runs", []).append({k: r.get(k) for k in ("name", "run_dir", "job_id", "log", "exit_code")})
+                fillers = filler_points(args, p, total_nodes, r["name"])
+                for f in fillers:  # each beside the point: the same dependency, started with it
+                    f["run_dir"] = os.path.join(study, "runs", f["name"])
+                    submit(args, study, script, dict(env, NOSTRUM_RUN_DIR=f["run_dir"]), f, name, previous)
+                previous = ":".join([submit(args, study, script, env_point, r, name, previous)]
+                                    + [f["job_id"] for f in fillers])
+                r["fillers"] = [{k: f.get(k) for k in ("name", "run_dir", "job_id", "log")} for f in fillers]
+            p.setdefault("runs", []).append({k: r.get(k) for k in ("name", "run_dir", "job_id", "log", "exit_code",
+                                                                   "fillers") if k in r})
             p.update(run_dir=p["runs"][0]["run_dir"], log=p["runs"][0]["log"], job_id=p["runs"][0]["job_id"],
                      args=r["args"])
     launcher = "local" if args.local else "sbatch"
     meta = {"job": os.path.abspath(args.job), "data": os.path.abspath(args.data), "mode": args.mode,
             "launcher": launcher, "site": args.site, "where": cluster_identity(launcher, args.link),
-            "points": points, "compute_points": sweep}
+            "points": points, "compute_points": sweep, "fill_idle_nodes": bool(args.fill_idle_nodes),
+            "cluster_nodes": total_nodes}
     write_json(os.path.join(study, "study.json"), meta)
     print(f"scaling-study: study in {study}", flush=True)
     if args.no_wait and not args.local:
         print(f"scaling-study: when the jobs are done: {sys.argv[0]} report {study}")
         return 0
-    jobs = [r["job_id"] for p in sweep + points for r in p["runs"]]
+    jobs = [j["job_id"] for p in sweep + points for r in p["runs"] for j in [r] + r.get("fillers", [])]
     if not args.local and not wait_for(jobs, args.timeout):
         reasons = pending_reasons(jobs)
         subprocess.run(["scancel"] + jobs)

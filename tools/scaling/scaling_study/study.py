@@ -96,6 +96,12 @@ def read_run(study, meta, p):
     row["ok"] = row["status"] in ("completed", "budget_exhausted") and result is not None
     if row["ok"]:
         _measured(row, p, result)
+    fillers = [dict(f, run_dir=os.path.join(study, "runs", f["name"])) if not os.path.isdir(f.get("run_dir") or "")
+               else f for f in p.get("fillers", [])]
+    row["fillers"] = len(fillers)
+    row["failed_fillers"] = [f["name"] for f in fillers
+                             if (read_json(os.path.join(f["run_dir"], "job.json")) or {}).get("status")
+                             not in ("completed", "budget_exhausted")]
     return row
 
 
