@@ -209,30 +209,39 @@ class TimeToSolution(unittest.TestCase):
         self.assertEqual([r["nodes"] for r in rows if r["best"]], [8])
 
     def test_a_run_trains_to_the_next_evaluation(self):
+        # evaluations after 4, 8, 12 (--eval-offset -1): a target after 10 epochs is seen after 12
+        self.assertEqual(stopping_epoch(10, 4, -1), 12)
+        self.assertEqual(stopping_epoch(8, 4, -1), 8)
         point = {"nodes": 2, "images_per_second": 50.0}
-        # target after 10 epochs, evaluations after 4, 8, 12: 12 epochs of 100 images at 50/s = 24 s,
-        # 3 evaluations of 50 images x 0.1 s over 2 nodes = 2.5 s each
-        seconds, trained, evaluations = time_to_solution(point, 10, 100, 50, 4, 0.1)
-        self.assertEqual((trained, evaluations), (12, 3))
+        # 12 epochs of 100 images at 50/s = 24 s; 3 evaluations of 50 images x 0.1 s over 2 nodes = 2.5 s each
+        seconds, evaluations = time_to_solution(point, 12, 100, 50, 4, 0.1)
+        self.assertEqual(evaluations, 3)
         self.assertAlmostEqual(seconds, 24 + 3 * 2.5)
 
     def test_the_evaluation_offset_of_the_recipe(self):
-        point = {"nodes": 1, "images_per_second": 100.0}
-        # --eval-offset 2 --eval-every 4: evaluations after 3, 7, ..., 35, 39; RCP 35.2 epochs -> 36 -> 39
+        # --eval-offset 2 --eval-every 4: evaluations after 3, 7, ..., 35, 39
         self.assertEqual(stopping_epoch(35.2, 4, 2), 39)
         self.assertEqual(stopping_epoch(35.0, 4, 2), 35)
         self.assertEqual(stopping_epoch(34.0, 4, 2), 35)
         self.assertEqual(stopping_epoch(1.0, 4, 2), 3)
-        seconds, trained, evaluations = time_to_solution(point, 35, 100, 10, 4, 1.0, eval_offset=2)
-        self.assertEqual((trained, evaluations), (35, 9))
+        seconds, evaluations = time_to_solution({"nodes": 1, "images_per_second": 100.0}, 35, 100, 10, 4, 1.0,
+                                                eval_offset=2)
+        self.assertEqual(evaluations, 9)  # 3, 7, ..., 35
         self.assertAlmostEqual(seconds, 35 + 9 * 10)
 
-    def test_the_projection_counts_the_trained_epochs(self):
-        rows = project(self.node, self.net, self.rcp, [1], local_batch=1, train_images=100, val_images=0,
-                       eval_every=4, eval_offset=2)
-        # 10 epochs to target, evaluations after 3, 7, 11: 11 epochs of 100 images at 1 image/s
-        self.assertEqual(rows[0]["trained_epochs_mean"], 11)
-        self.assertAlmostEqual(rows[0]["time_to_solution_s"], 1100)
+    def test_each_reference_run_stops_at_the_next_evaluation(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("global_batch,runs,epochs_each\n1,4,34 35 36 40\n")
+        try:
+            rcp = load_rcp(f.name)
+            rows = project(self.node, self.net, rcp, [1], local_batch=1, train_images=100, val_images=0,
+                           eval_every=4, eval_offset=2)
+        finally:
+            os.unlink(f.name)
+        # runs of 34, 35, 36, 40 epochs stop after 35, 35, 39, 43: mean 38, band 35-43
+        r = rows[0]
+        self.assertEqual((r["trained_epochs_mean"], r["trained_epochs_min"], r["trained_epochs_max"]), (38, 35, 43))
+        self.assertAlmostEqual(r["time_to_solution_s"], 3800)  # 38 epochs of 100 images at 1 image/s
 
     def test_a_batch_that_does_not_fit_is_refused(self):
         rows = project(self.node, self.net, self.rcp, [1, 2], local_batch=1, node_memory_gb=0.5)

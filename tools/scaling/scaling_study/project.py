@@ -1,7 +1,7 @@
 """Time-to-solution at N nodes: for each node count, the model's images/s and efficiency, the global
 batch, the epochs MLPerf's reference runs needed at that batch (rcp.py, with the spread of the runs
-as a band), the epochs trained (to the job's next scheduled evaluation: only an evaluation sees the
-target), the evaluation time and the projected time-to-solution; the node count that minimises
+as a band), the epochs trained (each reference run's epochs taken to the job's next scheduled
+evaluation, since only an evaluation sees the target, then averaged), the evaluation time and the projected time-to-solution; the node count that minimises
 it; points that do not fit in memory or lie beyond the RCP table are refused, with the reason."""
 import math
 
@@ -37,14 +37,13 @@ def stopping_epoch(needed, eval_every, eval_offset):
     return first if need <= first else first + math.ceil((need - first) / eval_every) * eval_every
 
 
-def time_to_solution(point, epochs, train_images, val_images, eval_every, eval_s_per_image, eval_offset=-1):
-    """(seconds, epochs trained, evaluations) of a run whose target is reached after `epochs`
-    epochs: it trains to the next scheduled evaluation at the point's images/s, and evaluates
-    val_images at each scheduled evaluation up to it, the evaluation spread over the point's nodes."""
-    trained = stopping_epoch(epochs, eval_every, eval_offset)
-    evaluations = (trained - first_evaluation(eval_every, eval_offset)) // eval_every + 1
+def time_to_solution(point, trained, train_images, val_images, eval_every, eval_s_per_image, eval_offset=-1):
+    """(seconds, evaluations) of a run that trains `trained` epochs (a stopping epoch of the
+    schedule, or the mean of several) at the point's images/s and evaluates val_images at each
+    scheduled evaluation up to it, the evaluation spread over the point's nodes."""
+    evaluations = (trained - first_evaluation(eval_every, eval_offset)) / eval_every + 1
     eval_s = val_images * eval_s_per_image / point["nodes"]
-    return trained * train_images / point["images_per_second"] + evaluations * eval_s, trained, evaluations
+    return trained * train_images / point["images_per_second"] + evaluations * eval_s, evaluations
 
 
 def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, train_images=IMAGENET_TRAIN,
@@ -76,9 +75,11 @@ def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, tra
                             f"({rcp['rows'][-1]['global_batch']}): out of range")
             continue
         r["epochs"] = e
+        trained = epochs_at(rcp, r["global_batch"], lambda x: stopping_epoch(x, eval_every, eval_offset))
         for key in ("mean", "min", "max"):
-            r[f"tts_{key}_s"], r[f"trained_epochs_{key}"], evaluations = time_to_solution(
-                r, e[key], train_images, val_images, eval_every, node.eval_s_per_image, eval_offset)
+            r[f"trained_epochs_{key}"] = trained[key]
+            r[f"tts_{key}_s"], evaluations = time_to_solution(r, trained[key], train_images, val_images, eval_every,
+                                                              node.eval_s_per_image, eval_offset)
             if key == "mean":
                 r["evaluations"] = evaluations
         r["time_to_solution_s"] = r["tts_mean_s"]

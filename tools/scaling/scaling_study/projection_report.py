@@ -39,7 +39,7 @@ def row_cells(r):
     note = ("**minimum**; " if r["best"] else "") + e["how"]
     return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", f"{r['images_per_second']:.1f}",
             f"{r['efficiency']:.2f}", f"{e['mean']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
-            f"{r['trained_epochs_mean']} ({r['trained_epochs_min']}-{r['trained_epochs_max']})",
+            f"{r['trained_epochs_mean']:.1f} ({r['trained_epochs_min']:.1f}-{r['trained_epochs_max']:.1f})",
             f"{1e3 * r['exposed_s']:.1f}", f"{r['eval_s']:.1f}", tts, note]
 
 

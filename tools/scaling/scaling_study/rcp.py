@@ -15,7 +15,7 @@ def load_rcp(name="mlperf_resnet_rcp"):
             try:
                 each = [float(e) for e in r["epochs_each"].split()]
                 rows.append({"global_batch": int(r["global_batch"]), "mean": sum(each) / len(each),
-                             "min": min(each), "max": max(each), "runs": len(each)})
+                             "min": min(each), "max": max(each), "runs": len(each), "each": each})
             except (KeyError, ValueError, ZeroDivisionError, AttributeError) as e:
                 raise ScalingError(f"{path}: row {line_no} unreadable ({e})") from None
     if not rows:
@@ -24,10 +24,21 @@ def load_rcp(name="mlperf_resnet_rcp"):
     return {"path": path, "rows": rows}
 
 
-def epochs_at(rcp, global_batch):
+def mapped(rows, schedule):
+    """The rows with each reference run's epochs passed through schedule (e.g. to the epoch a run
+    with another evaluation schedule would stop at), their mean, min and max recomputed."""
+    out = []
+    for r in rows:
+        each = [schedule(e) for e in r["each"]]
+        out.append(dict(r, each=each, mean=sum(each) / len(each), min=min(each), max=max(each)))
+    return out
+
+
+def epochs_at(rcp, global_batch, schedule=None):
     """{mean, min, max, how} at global_batch; how says measured, interpolated or below range.
-    None beyond the largest reference batch (out of range)."""
-    rows = rcp["rows"]
+    None beyond the largest reference batch (out of range). With schedule, of each reference run's
+    epochs mapped through it (then interpolated)."""
+    rows = mapped(rcp["rows"], schedule) if schedule else rcp["rows"]
     if global_batch > rows[-1]["global_batch"]:
         return None
     if global_batch <= rows[0]["global_batch"]:
