@@ -2,14 +2,12 @@
 """The scaling model against a measurement on the local cluster with isolated nodes: its own
 2-node cluster (1 CPU each) on a 20 Mbit/s link, the network calibrated with nostrum-allreduce-bench
 (0.1-1 MB), a weak-scaling resnet8 study on 1 and 2 nodes (synthetic data, 20 steps, traced, each
-point the fastest of 2), reported against the calibrated profile (tools/scaling/validate-local-cluster). The
-2-node point's exposed allreduce must be at least 30 % of its step (the network matters), every
-input measured (none assumed), and the model's images/s within 50 % of the measured at both points.
-That bound is generous on purpose: a timing on a shared 2-core machine is no assertion to make
-tight (one run here measured -28 % while other builds ran). It still fails on a model that drops a
-term (an allreduce costed 0 predicts +214 %). The 15 % validation target is the benchmark's:
-tools/scaling/validate-local-cluster on a quiet machine, whose table the README shows; this test
-prints each point's error against it."""
+point the fastest of 2, the 1-node point beside a copy of its job on the idle node), reported
+against the calibrated profile (tools/scaling/validate-local-cluster). The 2-node point's exposed
+allreduce must be at least 30 % of its step (the network matters), every input measured (none
+assumed), the 1-node point measured beside a busy neighbour, and the model's images/s within the
+validation target, 15 %, at both points. The test runs alone (CTest PROCESSORS 2 on this 2-core
+machine, the Slurm lock): no other test disturbs its timings."""
 import os
 import subprocess
 
@@ -42,13 +40,17 @@ def main():
           f"every input of the model measured: {prediction['sources']}")
     points = read_json(os.path.join(work, "validation.json"))["points"]
     check([p["nodes"] for p in points] == [1, 2], "one point per node count")
+    study = read_json(os.path.join(work, LINK.replace(":", "-"), "resnet8", "study.json"))
+    one = next(p for p in study["points"] if p["nodes"] == 1)
+    check(study["fill_idle_nodes"] and all(len(r.get("fillers", [])) == 1 for r in one["runs"]),
+          "each run of the 1-node point had a copy of its job on the idle node")
+    check("--fill-idle-nodes" in prediction["sources"]["node compute"],
+          f"the node compute's source says it was measured beside a busy node: {prediction['sources']['node compute']}")
     check(points[1]["measured_exposed_share"] >= 0.30,
           f"the exposed allreduce is {100 * points[1]['measured_exposed_share']:.0f} % of the 2-node step (>= 30 %)")
     for p in points:
-        verdict = "within" if abs(p["error"]) <= 0.15 else "OUTSIDE"
-        print(f"{p['nodes']} node(s): error {100 * p['error']:+.1f} %, {verdict} the 15 % validation target")
-        check(abs(p["error"]) <= 0.50, f"{p['nodes']} node(s): predicted {p['predicted']:.1f} images/s, measured "
-              f"{p['measured']:.1f}: error {100 * p['error']:+.1f} % (within the test's 50 %)")
+        check(abs(p["error"]) <= 0.15, f"{p['nodes']} node(s): predicted {p['predicted']:.1f} images/s, measured "
+              f"{p['measured']:.1f}: error {100 * p['error']:+.1f} % (within 15 %)")
     md = open(os.path.join(work, "validation.md")).read()
     check(f"| resnet8 | {LINK} | 2 |" in md, "validation.md holds the table")
     print("slurm_scaling_validation: passed")
