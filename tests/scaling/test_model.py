@@ -1,8 +1,9 @@
 """The scaling model's arithmetic against hand-computed values: one allreduce per algorithm, the
 link a node count sees, the exposed allreduce of bucketed gradients, one predicted step, the node
 compute table (measured, interpolated, refused), the RCP interpolation and its out-of-range
-refusal, the time-to-solution and the node count that minimises it, the calibration fit and the
-trace's bucket ready times."""
+refusal, the time-to-solution and the node count that minimises it, the calibration fit, the
+trace's bucket ready times and the copies of a job that keep a study's idle nodes busy."""
+import argparse
 import json
 import math
 import os
@@ -18,6 +19,7 @@ from scaling_study.model import allreduce_seconds, link, overlapped_backward, pr
 from scaling_study.node import NodeCompute  # noqa: E402
 from scaling_study.project import project, stopping_epoch, time_to_solution  # noqa: E402
 from scaling_study.rcp import epochs_at, load_rcp  # noqa: E402
+from scaling_study.run import filler_points, plan_points  # noqa: E402
 from scaling_study.trace import trace_profile  # noqa: E402
 
 
@@ -285,6 +287,28 @@ class Trace(unittest.TestCase):
         self.assertAlmostEqual(t["forward_ms"], 0.1)
         self.assertAlmostEqual(t["backward_ms"], 0.4)
         self.assertEqual(t["ready_fractions"], [0.25, 1.0])
+
+
+class IdleNodeFillers(unittest.TestCase):
+    def args(self, fill=True):
+        return argparse.Namespace(nodes="1,2,4", mode="weak", batch_size=32, ranks_per_node=2, threads=3,
+                                  job="j.ini", data="d", epochs=None, steps=10, extra=[], fill_idle_nodes=fill)
+
+    def test_each_idle_node_runs_a_longer_one_node_copy(self):
+        args = self.args()
+        points = plan_points(args)
+        one = filler_points(args, points[0], 4, "nodes-1-rep1")
+        self.assertEqual([f["name"] for f in one], ["nodes-1-rep1-filler1", "nodes-1-rep1-filler2",
+                                                     "nodes-1-rep1-filler3"])
+        self.assertTrue(all(f["nodes"] == 1 and f["ranks"] == 2 and f["local_batch"] == 32 for f in one))
+        a = one[0]["args"]
+        self.assertEqual(a[a.index("--max-steps") + 1], "12")  # two steps longer than the point's 10
+        self.assertEqual(len(filler_points(args, points[1], 4, "nodes-2")), 2)
+        self.assertEqual(filler_points(args, points[2], 4, "nodes-4"), [])
+
+    def test_none_without_the_option(self):
+        args = self.args(fill=False)
+        self.assertEqual(filler_points(args, plan_points(args)[0], 4, "nodes-1"), [])
 
 
 if __name__ == "__main__":

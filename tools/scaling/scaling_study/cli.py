@@ -4,10 +4,14 @@ the time-to-solution they project.
   scaling-study [run] --job jobs/X.ini --data DIR --nodes 1,2,4 --mode strong|weak
                 [--ranks-per-node R] [--threads T] [--epochs E | --steps S] [--batch-size B]
                 [--study DIR] [--site slurm/sites/S.env] [--link LABEL] [--trace] [--local]
-                [--repeat K] [--parallel] [--no-wait] [--network P] [-- nostrum-train args]
+                [--repeat K] [--fill-idle-nodes] [--parallel] [--no-wait] [--network P]
+                [-- nostrum-train args]
       one job per node count through slurm/nostrum-train.sbatch (each after the previous one, so
       points never share nodes or the network), then the report. Strong scaling also runs a compute
-      sweep: 1 node at each smaller local batch (--no-compute-sweep skips it).
+      sweep: 1 node at each smaller local batch (--no-compute-sweep skips it). --fill-idle-nodes
+      (for nodes that share one host, as the local cluster's): a point on fewer nodes than the
+      largest runs beside a 1-node copy of its job on each idle node, so compute is measured with
+      busy neighbours at every point.
   scaling-study report STUDY [--network P]
       STUDY/scaling.{md,csv}, throughput.png, efficiency.png, time_split.png; with --network the
       model's prediction of every point, compared with the measurement only when P was calibrated
