@@ -268,12 +268,14 @@ class Calibration(unittest.TestCase):
 class Trace(unittest.TestCase):
     def test_bucket_ready_times_as_fractions_of_backward(self):
         events = []
-        for step, t0 in enumerate((0, 1000, 2000)):  # us; the first step is a warm-up
+        for step, t0 in enumerate((0, 1000, 2000, 3000)):  # us; the first step is a warm-up
+            evaluation = 500 if step == 3 else 0  # the last step also holds the final evaluation's forward
             events += [{"name": "data wait", "cat": "data", "ph": "B", "ts": t0, "tid": 0},
                        {"name": "data wait", "cat": "data", "ph": "E", "ts": t0 + 10, "tid": 0},
                        {"name": "conv", "cat": "forward", "ph": "B", "ts": t0 + 10, "tid": 0},
                        {"name": "conv", "cat": "forward", "ph": "E", "ts": t0 + 110, "tid": 0},
                        {"name": "conv", "cat": "backward", "ph": "B", "ts": t0 + 200, "tid": 0},
+                       {"name": "conv", "cat": "forward", "ph": "X", "ts": t0 + 650, "dur": evaluation, "tid": 0},
                        {"name": "bucket ready", "cat": "comm", "ph": "i", "ts": t0 + 300, "tid": 1},
                        {"name": "bucket ready", "cat": "comm", "ph": "i", "ts": t0 + 600, "tid": 1},
                        {"name": "conv", "cat": "backward", "ph": "E", "ts": t0 + 600, "tid": 0}]
@@ -283,8 +285,8 @@ class Trace(unittest.TestCase):
             t = trace_profile(f.name)
         finally:
             os.unlink(f.name)
-        self.assertEqual(t["steps"], 2)
-        self.assertAlmostEqual(t["forward_ms"], 0.1)
+        self.assertEqual(t["steps"], 3)
+        self.assertAlmostEqual(t["forward_ms"], 0.1)  # the median: not pulled by the evaluation
         self.assertAlmostEqual(t["backward_ms"], 0.4)
         self.assertEqual(t["ready_fractions"], [0.25, 1.0])
 

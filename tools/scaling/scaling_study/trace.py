@@ -1,6 +1,8 @@
 """One rank's Chrome trace (nostrum-train --trace): forward and backward time per step, and the time
 each gradient bucket was ready as a fraction of backward (the "bucket ready" instants the
 communication thread records; only a run of more than one rank has them)."""
+import statistics
+
 from .common import read_json
 
 
@@ -37,7 +39,8 @@ def _steps(events):
 
 
 def trace_profile(path):
-    """{forward_ms, backward_ms, ready_fractions (None without bucket events), steps} or None."""
+    """{forward_ms, backward_ms (medians over the steps after the first), ready_fractions (None
+    without bucket events), steps} or None."""
     trace = read_json(path)
     if not trace or "traceEvents" not in trace:
         return None
@@ -46,8 +49,10 @@ def trace_profile(path):
     steps = [s for s in _steps(events)[1:] if s["forward"] > 0 and s["backward"] > 0]  # step 1 warms up
     if not steps:
         return None
-    out = {"forward_ms": sum(s["forward"] for s in steps) / len(steps) / 1e3,
-           "backward_ms": sum(s["backward"] for s in steps) / len(steps) / 1e3,
+    # medians: the last step also holds the final evaluation's forward passes (a run with
+    # --max-steps evaluates at its end), and a disturbed step would pull a mean
+    out = {"forward_ms": statistics.median(s["forward"] for s in steps) / 1e3,
+           "backward_ms": statistics.median(s["backward"] for s in steps) / 1e3,
            "ready_fractions": None, "steps": len(steps)}
     counts = {len(s["ready"]) for s in steps}
     if len(counts) == 1 and counts.pop() > 0:
