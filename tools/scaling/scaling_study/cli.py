@@ -50,11 +50,11 @@ shared_core_comm_speed while a bucket is in flight.
 Assumptions: no contention beyond a node's link, no stragglers, compute per step the same at N
 nodes as at 1 node apart from that shared core, the textbook cost of the allreduce algorithm at
 node counts other than the calibration's, eval cost per image as measured on 1 node.
-Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, 2026-12-01):
-  2 Gbit/s: resnet8 +11.8 %, ResNet-50 64x64 +2.7 %; 200 Mbit/s: resnet8 +22.5 %, ResNet-50 +31.3 %
-  (optimistic: the 2-node points computed 1.5x longer than the 1-node point, already in forward:
-  the simulated nodes share one host's caches and memory; the exposed allreduce, 59 % of ResNet-50's
-  step there, within 17 %). Table and causes: slurm/README.md, "Measured error".
+Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, the 1-node
+  point beside a busy neighbour, 2026-12-01 14:34 UTC): resnet8 +11.5 % and ResNet-50 +13.8 % on
+  2 Gbit/s, resnet8 +8.0 % and ResNet-50 +1.3 % on 200 Mbit/s (exposed allreduce 32 % of the step).
+  What is left is compute: 2-node points compute longer than the 1-node point on a shared host.
+  Table and causes: slurm/README.md, "Measured error".
 Standard library and Debian's python3-matplotlib only.
 """
 import argparse
