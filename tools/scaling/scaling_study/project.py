@@ -7,7 +7,7 @@ import math
 
 from .common import ScalingError
 from .model import best_point, efficiency, predict_step
-from .rcp import epochs_at
+from .rcp import epochs_at, mapped
 
 IMAGENET_TRAIN = 1_281_167
 IMAGENET_VAL = 50_000
@@ -62,6 +62,7 @@ def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, tra
             except ScalingError as e:  # an unmeasured local batch: refused with the reason
                 row["refused"] = str(e)
         rows.append(row)
+    trained_rcp = mapped(rcp, lambda e: stopping_epoch(e, eval_every, eval_offset))
     base = next((r for r in rows if r.get("images_per_second")), None)
     for r in rows:
         if not r.get("images_per_second"):
@@ -75,7 +76,7 @@ def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, tra
                             f"({rcp['rows'][-1]['global_batch']}): out of range")
             continue
         r["epochs"] = e
-        trained = epochs_at(rcp, r["global_batch"], lambda x: stopping_epoch(x, eval_every, eval_offset))
+        trained = epochs_at(trained_rcp, r["global_batch"])
         for key in ("mean", "min", "max"):
             r[f"trained_epochs_{key}"] = trained[key]
             r[f"tts_{key}_s"], evaluations = time_to_solution(r, trained[key], train_images, val_images, eval_every,

@@ -24,21 +24,20 @@ def load_rcp(name="mlperf_resnet_rcp"):
     return {"path": path, "rows": rows}
 
 
-def mapped(rows, schedule):
-    """The rows with each reference run's epochs passed through schedule (e.g. to the epoch a run
-    with another evaluation schedule would stop at), their mean, min and max recomputed."""
-    out = []
-    for r in rows:
+def mapped(rcp, schedule):
+    """The table with each reference run's epochs passed through schedule (e.g. to the epoch a run
+    with another evaluation schedule would stop at), each row's mean, min and max recomputed."""
+    rows = []
+    for r in rcp["rows"]:
         each = [schedule(e) for e in r["each"]]
-        out.append(dict(r, each=each, mean=sum(each) / len(each), min=min(each), max=max(each)))
-    return out
+        rows.append(dict(r, each=each, mean=sum(each) / len(each), min=min(each), max=max(each)))
+    return dict(rcp, rows=rows)
 
 
-def epochs_at(rcp, global_batch, schedule=None):
+def epochs_at(rcp, global_batch):
     """{mean, min, max, how} at global_batch; how says measured, interpolated or below range.
-    None beyond the largest reference batch (out of range). With schedule, of each reference run's
-    epochs mapped through it (then interpolated)."""
-    rows = mapped(rcp["rows"], schedule) if schedule else rcp["rows"]
+    None beyond the largest reference batch (out of range)."""
+    rows = rcp["rows"]
     if global_batch > rows[-1]["global_batch"]:
         return None
     if global_batch <= rows[0]["global_batch"]:

@@ -212,8 +212,7 @@ def run(args, report):
     launcher = "local" if args.local else "sbatch"
     meta = {"job": os.path.abspath(args.job), "data": os.path.abspath(args.data), "mode": args.mode,
             "launcher": launcher, "site": args.site, "where": cluster_identity(launcher, args.link),
-            "points": points, "compute_points": sweep, "fill_idle_nodes": bool(args.fill_idle_nodes),
-            "cluster_nodes": total_nodes}
+            "points": points, "compute_points": sweep, "fill_idle_nodes": bool(args.fill_idle_nodes)}
     write_json(os.path.join(study, "study.json"), meta)
     print(f"scaling-study: study in {study}", flush=True)
     if args.no_wait and not args.local:

@@ -46,9 +46,13 @@ def where_text(where):
     return f"{where['cluster']}, link {where['link']}" if where else "an unrecorded cluster"
 
 
+RAN = ("completed", "budget_exhausted")  # the job script's statuses of a job that trained to its end
+
+
 def _relocate(study, p):
     """A study directory that moved (or was committed): its run directories moved with it."""
-    for key, default in (("run_dir", os.path.join("runs", p.get("name", f"nodes-{p['nodes']}"))),
+    name = p["name"] if "name" in p else f"nodes-{p['nodes']}"
+    for key, default in (("run_dir", os.path.join("runs", name)),
                          ("log", os.path.join("logs", os.path.basename(p.get("log", ""))))):
         inside = os.path.join(study, default)
         if p.get(key) and os.path.exists(inside):
@@ -93,15 +97,15 @@ def read_run(study, meta, p):
            "job_id": p.get("job_id", ""), "run_dir": p["run_dir"], "log": p.get("log", "")}
     row["status"], row["exit_code"] = _status(meta, p, job)
     row["cpu_overlap"] = job.get("cpu_overlap", "")  # ranks that shared CPUs (the job script's job.json)
-    row["ok"] = row["status"] in ("completed", "budget_exhausted") and result is not None
+    row["ok"] = row["status"] in RAN and result is not None
     if row["ok"]:
         _measured(row, p, result)
-    fillers = [dict(f, run_dir=os.path.join(study, "runs", f["name"])) if not os.path.isdir(f.get("run_dir") or "")
-               else f for f in p.get("fillers", [])]
+    fillers = [dict(f) for f in p.get("fillers", [])]
+    for f in fillers:
+        _relocate(study, f)
     row["fillers"] = len(fillers)
     row["failed_fillers"] = [f["name"] for f in fillers
-                             if (read_json(os.path.join(f["run_dir"], "job.json")) or {}).get("status")
-                             not in ("completed", "budget_exhausted")]
+                             if (read_json(os.path.join(f["run_dir"], "job.json")) or {}).get("status") not in RAN]
     return row
 
 
