@@ -3,32 +3,69 @@
 kill -9 of rank 1 of a 2-node job after its first checkpoint -> the job script requeues the job
 without node2, the next attempt resumes from that checkpoint on other nodes, reaches the target,
 its MLPerf log (one log across both attempts) passes the checker, and attempts.jsonl lists both
-attempts. A second job loses rank 1 in each of three attempts in a row (node2, node3, node4): the
-third stops with a clear message and is not requeued (NOSTRUM_MAX_RESTARTS defaults to 2).
-Skipped (77) in the shared mode (one node's loss cannot be told from another's there)."""
+attempts. A second job, which cannot reach its target, loses rank 1 in each of three attempts in a
+row (node2, then two other nodes), the later two once they resumed from the checkpoint: the third
+stops with a clear message and is not requeued (NOSTRUM_MAX_RESTARTS defaults to 2). That job runs
+with a scontrol that is slow to exit after requeuehold, as on a loaded host, so the requeue's
+SIGTERM lands while scontrol still runs: the script must still exclude the node and release the
+job (it was left held for ever). Skipped (77) in the shared mode (one node's loss cannot be told
+from another's there)."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 
-from slurm_common import (ROOT, check, data, env, rank_pids, read, read_json, require_isolated, slurm_exit,
-                          submit, wait, wait_for, work_dir)
+from slurm_common import (ROOT, check, data, env, job_report, rank_pids, read, read_json, require_isolated,
+                          slurm_exit, submit, wait, wait_for, work_dir)
 
 TRAIN = ["--model", "resnet8", "--width", "8", "--batch-size", "32", "--epochs", "6", "--target-accuracy", "0.3",
          "--seed", "3", "--progress-seconds", "1000"]
+# the job that loses a rank three times: a target it cannot reach, so no attempt ends before its kill
+NEVER_DONE = [a for a in TRAIN]
+NEVER_DONE[NEVER_DONE.index("--target-accuracy") + 1] = "0.99"
+NEVER_DONE[NEVER_DONE.index("--epochs") + 1] = "40"
+# scontrol as a loaded host runs it: requeuehold still running when the requeue's SIGTERM arrives
+SLOW_SCONTROL = """#!/bin/bash
+# written by tests/slurm/lost_rank_requeue_test.py: the real scontrol, then 1 s more after requeuehold
+{real} "$@"; rc=$?
+[ "$1" = requeuehold ] && sleep 1
+exit $rc
+"""
 
 
-def submit_job(work, name):
+def submit_job(work, name, train=TRAIN, path_first=None):
+    extra = {"NOSTRUM_RUNS_DIR": os.path.join(work, "runs")}
+    if path_first:
+        extra["PATH"] = path_first + os.pathsep + os.environ["PATH"]
     return submit(["-N", "2", "--ntasks-per-node=1", "--requeue", "--open-mode=append", "-J", name,
                    "-o", os.path.join(work, name + "-%j.out"), os.path.join(ROOT, "slurm", "nostrum-train.sbatch"),
-                   "--data", data()] + TRAIN, env(NOSTRUM_RUNS_DIR=os.path.join(work, "runs")), work)
+                   "--data", data()] + train, env(**extra), work)
 
 
-def kill_rank1(job, attempt, run_dir):
-    """kill -9 of rank 1 in attempt `attempt` (0 = the first): in the first once it checkpointed."""
+def resumed(run_dir):
+    """Rank 0 of the running attempt said it resumed (its live output, ranks/1/rank.0/)."""
+    for name in ("stdout", "stderr"):
+        try:
+            if "resumed from " in read(os.path.join(run_dir, "ranks", "1", "rank.0", name)):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def kill_rank1(job, attempt, run_dir, out):
+    """kill -9 of rank 1 in attempt `attempt` (0 = the first): in the first once it checkpointed, in
+    later ones once rank 0 resumed from the checkpoint; on a timeout it prints the job's state."""
+    def diagnose():
+        return job_report(job, out, os.path.join(run_dir, "attempts.jsonl"))
     if attempt == 0:
-        wait_for("the first checkpoint", lambda: glob.glob(os.path.join(run_dir, "checkpoints", "checkpoint-*.h5")), 120)
-    pids = wait_for(f"rank 1 of attempt {attempt + 1}", lambda: rank_pids(job, 1, attempt), 120)
+        wait_for("the first checkpoint", lambda: glob.glob(os.path.join(run_dir, "checkpoints", "checkpoint-*.h5")),
+                 120, diagnose)
+    pids = wait_for(f"rank 1 of attempt {attempt + 1}", lambda: rank_pids(job, 1, attempt), 120, diagnose)
+    if attempt > 0:
+        wait_for(f"attempt {attempt + 1} resumed", lambda: resumed(run_dir), 60, diagnose)
+        pids = rank_pids(job, 1, attempt)
     subprocess.run(["kill", "-9"] + [str(p) for p in pids], check=True)
     print(f"killed rank 1 of attempt {attempt + 1} (pid {pids})", flush=True)
 
@@ -56,7 +93,7 @@ def hostnames(node_list):
 def check_requeued_and_resumed(work):
     job = submit_job(work, "lost")
     run_dir = os.path.join(work, "runs", f"lost-{job}")
-    kill_rank1(job, 0, run_dir)
+    kill_rank1(job, 0, run_dir, os.path.join(work, f"lost-{job}.out"))
     state, code, log, status, listed = finished(work, "lost", job, run_dir)
     check("lost a rank on node2 (exit 137" in log and "requeueing job" in log, "the lost rank requeued the job")
     check(state == "COMPLETED" and code == 0 and status["status"] == "completed" and status["restart_count"] == 1,
@@ -76,10 +113,15 @@ def check_requeued_and_resumed(work):
 
 
 def check_third_loss_stops(work):
-    job = submit_job(work, "lost3")
+    slow = os.path.join(work, "slow-scontrol")
+    os.makedirs(slow)
+    with open(os.path.join(slow, "scontrol"), "w") as f:
+        f.write(SLOW_SCONTROL.format(real=shutil.which("scontrol")))
+    os.chmod(os.path.join(slow, "scontrol"), 0o755)
+    job = submit_job(work, "lost3", NEVER_DONE, path_first=slow)
     run_dir = os.path.join(work, "runs", f"lost3-{job}")
     for attempt in range(3):
-        kill_rank1(job, attempt, run_dir)
+        kill_rank1(job, attempt, run_dir, os.path.join(work, f"lost3-{job}.out"))
     state, code, log, status, listed = finished(work, "lost3", job, run_dir)
     lost = [a["node_lost"] for a in listed]
     check([a["status"] for a in listed] == ["rank_lost"] * 3 and lost[0] == "node2" and len(set(lost)) == 3,
@@ -87,6 +129,8 @@ def check_third_loss_stops(work):
     for k in (1, 2):
         ran_on = hostnames(listed[k]["node_list"])
         check(not set(lost[:k]) & set(ran_on), f"attempt {k + 1} ran without the nodes lost before ({ran_on}, lost {lost[:k]})")
+        check(listed[k]["resumed_from"].startswith(os.path.join(run_dir, "checkpoints", "checkpoint-")),
+              f"attempt {k + 1} resumed from the checkpoint ({listed[k]['resumed_from']})")
     check("lost a rank 3 times in a row (exit 137; NOSTRUM_MAX_RESTARTS=2): not requeued" in log,
           "the third loss in a row says why it is not requeued")
     check(state == "FAILED" and code == 137 and status["status"] == "failed" and status["restart_count"] == 2,

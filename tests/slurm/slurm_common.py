@@ -61,6 +61,22 @@ def wait(job_ids, timeout):
     check(False, f"jobs {job_ids} done within {timeout} s")
 
 
+def job_report(job_id, *files):
+    """What Slurm says of a job (squeue's state and reason, scontrol show job, sinfo) and the tail
+    of each file: printed when a test's wait for the job fails."""
+    out = []
+    for cmd in (["squeue", "-h", "-j", job_id, "-o", "%i %T %r %N"], ["scontrol", "show", "job", job_id],
+                ["sinfo", "-N", "-h", "-o", "%N %T %E"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        out.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+    for path in files:
+        try:
+            out.append(f"$ tail {path}\n{read(path)[-3000:]}")
+        except OSError as e:
+            out.append(f"{path}: {e.strerror}")
+    return "\n".join(out)
+
+
 def slurm_exit(job_id):
     out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
     m = re.search(r"JobState=(\S+).*?ExitCode=(\d+):", out, re.S)
@@ -142,12 +158,15 @@ def rank_pids(job_id, rank, restart_count):
     return found
 
 
-def wait_for(what, predicate, timeout):
-    """Polls predicate() until it returns something true; fails naming `what` after timeout s."""
+def wait_for(what, predicate, timeout, diagnose=None):
+    """Polls predicate() until it returns something true; fails naming `what` after timeout s
+    (after printing diagnose(), when given: what the cluster and the job say)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
+    if diagnose:
+        print(diagnose(), flush=True)
     check(False, f"{what} within {timeout} s")
