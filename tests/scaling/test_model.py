@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from scaling_study.calibrate import fit, parse  # noqa: E402
 from scaling_study.common import ScalingError  # noqa: E402
-from scaling_study.model import allreduce_seconds, link, overlapped_backward, predict_step  # noqa: E402
+from scaling_study.model import (allreduce_seconds, expected_max_of_normals, link, overlapped_backward,  # noqa: E402
+                                 predict_step)
 from scaling_study.node import NodeCompute  # noqa: E402
 from scaling_study.project import project, stopping_epoch, time_to_solution  # noqa: E402
 from scaling_study.rcp import epochs_at, load_rcp  # noqa: E402
@@ -24,10 +25,10 @@ from scaling_study.trace import trace_profile  # noqa: E402
 
 
 def node(batches, share=1.0, floats=(250,), ready=(1.0,), ranks=1, act=0.0, params=0, eval_s=0.0, overlap=True,
-         rank_cores=2):
+         rank_cores=2, spread=0.0):
     shape = {"backward_share": share, "ready_fractions": list(ready), "bucket_floats": list(floats),
              "parameters": params, "activation_bytes_per_image": act, "eval_s_per_image": eval_s, "model": "test",
-             "overlap": overlap, "rank_cores": rank_cores}
+             "overlap": overlap, "rank_cores": rank_cores, "compute_spread": spread}
     table = {b: {"compute_s": c, "data_wait_s": d, "source": "test"} for b, (c, d) in batches.items()}
     return NodeCompute(ranks, 1, table, shape, {})
 
@@ -60,6 +61,15 @@ class AllreduceCost(unittest.TestCase):
     def test_unknown_algorithm_is_refused(self):
         with self.assertRaises(ScalingError):
             self.cost("bruck")
+
+
+class SlowestOfP(unittest.TestCase):
+    def test_expected_maximum_of_standard_normals(self):
+        self.assertEqual(expected_max_of_normals(1), 0.0)
+        self.assertAlmostEqual(expected_max_of_normals(2), 1 / math.sqrt(math.pi), places=9)
+        self.assertAlmostEqual(expected_max_of_normals(3), 3 / (2 * math.sqrt(math.pi)), places=9)
+        # 5 has no closed form; its tabulated value (Tippett 1925, Teichroew 1956): 1.16296
+        self.assertAlmostEqual(expected_max_of_normals(5), 1.16296, places=5)
 
 
 class Link(unittest.TestCase):
@@ -145,6 +155,16 @@ class Step(unittest.TestCase):
         p = predict_step(n, net, 2, 32)
         self.assertAlmostEqual(p["compute_s"], 1.005, places=12)
         self.assertAlmostEqual(p["exposed_s"], 0.01, places=12)
+
+    def test_each_step_waits_for_the_slowest_rank(self):
+        # as the first case, compute spread 10 %: + 0.1 x 1 s x E[max of 2 normals] = 0.1 / sqrt(pi)
+        n = node({32: (1.0, 0.01)}, share=0.5, floats=(25_000_000,), ready=(1.0,), spread=0.1)
+        net = {"name": "t", "latency_us": 0.0, "bandwidth_GBps": 10.0}
+        p = predict_step(n, net, 2, 32)
+        self.assertAlmostEqual(p["straggler_s"], 0.1 / math.sqrt(math.pi), places=9)
+        self.assertAlmostEqual(p["exposed_s"], 0.01 + 0.1 / math.sqrt(math.pi), places=9)
+        self.assertAlmostEqual(p["step_s"], 1.02 + 0.1 / math.sqrt(math.pi), places=9)
+        self.assertEqual(predict_step(n, net, 1, 32)["straggler_s"], 0.0)  # one rank waits for no one
 
     def test_compute_between_two_measured_batches_is_interpolated(self):
         n = node({16: (0.4, 0.0), 32: (1.0, 0.02)})
@@ -289,6 +309,34 @@ class Trace(unittest.TestCase):
         self.assertAlmostEqual(t["forward_ms"], 0.1)  # the median: not pulled by the evaluation
         self.assertAlmostEqual(t["backward_ms"], 0.4)
         self.assertEqual(t["ready_fractions"], [0.25, 1.0])
+
+
+    def profile_of_steps(self, computes_us):
+        """trace_profile of steps whose forward + backward take computes_us (forward 1/4 of it)."""
+        events, t0 = [], 0
+        for c in computes_us:
+            events += [{"name": "data wait", "cat": "data", "ph": "X", "ts": t0, "dur": 5, "tid": 0},
+                       {"name": "conv", "cat": "forward", "ph": "X", "ts": t0 + 10, "dur": c / 4, "tid": 0},
+                       {"name": "conv", "cat": "backward", "ph": "X", "ts": t0 + 10 + c / 4, "dur": 3 * c / 4, "tid": 0}]
+            t0 += 10 + c + 100
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"traceEvents": events}, f)
+        try:
+            return trace_profile(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_compute_spread_is_the_interquartile_range_over_the_median(self):
+        # warm-up 5000 us, then 1000, 1010, ..., 1090 us, then a last step holding an evaluation:
+        # exclusive quartiles of ten values at ranks 2.75 and 8.25: 1017.5 and 1072.5; median 1045
+        middle = [1000 + 10 * i for i in (3, 0, 9, 1, 8, 2, 7, 4, 6, 5)]
+        t = self.profile_of_steps([5000] + middle + [9000])
+        self.assertAlmostEqual(t["compute_spread"], 55 / 1.349 / 1045, places=9)
+
+    def test_too_few_steps_give_no_spread(self):
+        t = self.profile_of_steps([5000] + [1000 + 10 * i for i in range(7)] + [9000])
+        self.assertIsNone(t["compute_spread"])
+        self.assertEqual(t["steps"], 8)
 
 
 class IdleNodeFillers(unittest.TestCase):

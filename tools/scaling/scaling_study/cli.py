@@ -34,6 +34,8 @@ Inputs of the model, each measured (the output names the file it came from):
     linearly: small per-rank batches lose GEMM efficiency); or given for the target node
     (--node-images-per-second with its --ranks-per-node and --threads: project from one real node);
   backward's share of compute: the 1-node point's trace (run --trace);
+  compute spread from step to step: the same trace (interquartile range / 1.349 over the median of
+    its steps after the first and before the last, at least 8; none without: no straggler wait);
   gradient buckets: result.json's gradient_buckets (nostrum-train's own plan);
   each bucket's ready time in backward: a multi-rank point's trace ("bucket ready"; one rank has no
     allreducer, so these come from the smallest multi-rank point);
@@ -41,14 +43,16 @@ Inputs of the model, each measured (the output names the file it came from):
   activation bytes: result.json (a node whose ranks' batches do not fit --node-memory-gb is refused).
 Model: step = compute + exposed + data wait; the buckets are reduced in order by one communication
 thread, bucket k starting at max(its ready time, the previous bucket's end); exposed = the last
-end after backward. One allreduce of n bytes over p ranks costs 2 ceil(log2 p) alpha + 2 (p-1)/p n /
+end after backward + the wait for the slowest of p ranks (spread x compute x E[max of p standard
+normals]: 0.56 at 2 ranks, 1.03 at 4, 2.34 at 64, 3.25 at 1,024). One allreduce of n bytes over p ranks costs 2 ceil(log2 p) alpha + 2 (p-1)/p n /
 beta (Rabenseifner; ring 2 (p-1) alpha + the same volume; tree 2 ceil(log2 p) (alpha + n / beta)),
 beta = the node's bandwidth over its ranks.
 Where a rank has no core beyond its T threads (result.json's rank_cores, overlap), the spinning
 communication thread slows backward to T/(T+1) and the allreduce to the profile's
 shared_core_comm_speed while a bucket is in flight.
-Assumptions: no contention beyond a node's link, no stragglers, compute per step the same at N
-nodes as at 1 node apart from that shared core, the textbook cost of the allreduce algorithm at
+Assumptions: no contention beyond a node's link, each rank's compute per step an independent
+normal with the 1-node trace's median and spread (no correlated jitter, no heavy tail), compute per
+step the same at N nodes as at 1 node apart from that shared core, the textbook cost of the allreduce algorithm at
 node counts other than the calibration's, eval cost per image as measured on 1 node.
 Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak scaling, the 1-node
   point beside a busy neighbour, 2026-12-01 14:34 UTC): resnet8 +11.5 % and ResNet-50 +13.8 % on

@@ -2,7 +2,14 @@
 sees, and one step of p = N x R ranks at local batch b:
 
   step = compute(b) + exposed + data_wait(b)
-  exposed = max(0, end of the last bucket's allreduce - backward(b))
+  exposed = max(0, end of the last bucket's allreduce - backward(b)) + straggler
+  straggler = spread x compute(b) x E[max of p standard normals]
+
+Straggler: every step ends in a collective, so each rank waits for the slowest of the p. A rank's
+compute per step varies (spread: its robust standard deviation over the median, from the 1-node
+trace); taken as independent normals across ranks, the slowest is E_p standard deviations above the
+median (E_2 = 1/sqrt(pi) = 0.56, E_1024 = 3.2), and rank 0 measures that wait inside its exposed
+allreduce.
 
 The gradient buckets (nostrum-train's own plan, from result.json) are reduced in order by one
 communication thread; bucket k starts when it is ready (ready_k x backward, from a trace) and the
@@ -54,6 +61,23 @@ def link(net, nodes, ranks_per_node, algorithm=None):
     return alpha, beta, algorithm
 
 
+def expected_max_of_normals(p):
+    """E[max of p independent standard normals]: the integral of x p Phi(x)^(p-1) phi(x) (Simpson,
+    x in [-12, 12]); 0 for one."""
+    if p <= 1:
+        return 0.0
+    n, lo, hi = 4800, -12.0, 12.0
+    h = (hi - lo) / n
+    total = 0.0
+    for i in range(n + 1):
+        x = lo + i * h
+        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        weight = 1 if i in (0, n) else (4 if i % 2 else 2)
+        total += weight * x * p * cdf ** (p - 1) * phi
+    return total * h / 3
+
+
 def overlapped_backward(backward_s, ready_fractions, costs, compute_speed=1.0, comm_speed=1.0):
     """(backward's wall time, the last allreduce's end). Bucket k is ready when ready_k of backward's
     work is done; the buckets go in order, each after the previous one. While a bucket is in flight
@@ -103,11 +127,12 @@ def predict_step(node, net, nodes, local_batch, algorithm=None):
                                                                      net.get("shared_core_comm_speed", 1.0))
     backward_wall, end = (overlapped_backward(backward, ready, costs, compute_speed, comm_speed) if p > 1
                           else (backward, backward))
-    exposed = max(0.0, end - backward_wall)
+    straggler = node.compute_spread * at["compute_s"] * expected_max_of_normals(p)
+    exposed = max(0.0, end - backward_wall) + straggler
     compute = at["compute_s"] + backward_wall - backward
     step = compute + exposed + at["data_wait_s"]
     return {"nodes": nodes, "ranks": p, "local_batch": local_batch, "global_batch": local_batch * p,
-            "compute_s": compute, "backward_s": backward_wall, "exposed_s": exposed,
+            "compute_s": compute, "backward_s": backward_wall, "exposed_s": exposed, "straggler_s": straggler,
             "data_wait_s": at["data_wait_s"], "step_s": step, "images_per_second": local_batch * p / step,
             "compute_source": at["source"], "algorithm": algorithm}
 

@@ -8,7 +8,7 @@ import os
 
 from .common import ScalingError, shown
 from .model import uniform_ready_fractions
-from .trace import trace_profile
+from .trace import MIN_SPREAD_STEPS, trace_profile
 
 ASSUMED_BACKWARD_SHARE = 2.0 / 3.0
 STATE_BYTES_PER_PARAMETER = 12  # fp32 weights, gradients and momentum
@@ -29,6 +29,7 @@ class NodeCompute:
         self.overlap = shape["overlap"]  # the allreduce overlaps backward on a communication thread
         self.spare_core = shape["rank_cores"] > threads  # ... which then has a core of its own
         self.rank_cores = shape["rank_cores"]
+        self.compute_spread = shape.get("compute_spread", 0.0)  # per-step spread over the median
         self.sources = sources  # input -> where it came from
 
     def at(self, b):
@@ -69,6 +70,7 @@ class NodeCompute:
                                    f"the target's ranks taken to have {threads} core(s) for {threads} thread(s): "
                                    "no core of its own for the communication thread")
         node.eval_s_per_image = self.eval_s_per_image * measured / images_per_second
+        node.sources["compute spread"] += " (taken for the given node too: relative to its compute)"
         node.sources["evaluation"] += (f", scaled by the measured over the given training speed "
                                        f"({measured:.3g} / {images_per_second:g} images/s a node)")
         return node
@@ -82,7 +84,7 @@ class NodeCompute:
                 "bucket_floats": self.bucket_floats, "parameters": self.parameters,
                 "activation_bytes_per_image": self.activation_bytes_per_image,
                 "eval_s_per_image": self.eval_s_per_image, "model": self.model, "overlap": self.overlap,
-                "rank_cores": self.rank_cores}
+                "rank_cores": self.rank_cores, "compute_spread": self.compute_spread}
 
 
 def _bucket_floats(row):
@@ -107,6 +109,15 @@ def _shape_from(base, rows, sources):
     else:
         share = ASSUMED_BACKWARD_SHARE
         sources["backward share"] = "ASSUMED 2/3 (the 1-node point has no trace: run with --trace)"
+    spread = traced["compute_spread"] if traced else None
+    if spread is not None:
+        sources["compute spread"] = (f"{100 * spread:.1f} % of the step's compute (interquartile range / 1.349 of "
+                                     f"{traced['steps'] - 1} steps, trace of the 1-node point): the slowest of p "
+                                     "ranks, as independent normals, sets each step")
+    else:
+        spread = 0.0
+        sources["compute spread"] = ("NOT MEASURED (the 1-node point has no trace of at least "
+                                     f"{MIN_SPREAD_STEPS + 2} steps: run with --trace): no straggler wait")
     ready = None
     for r in rows:  # 1 rank has no allreducer: the ready times come from a multi-rank point's trace
         t = _trace(r) if r["ok"] and r["ranks"] > 1 else None
@@ -135,7 +146,7 @@ def _shape_from(base, rows, sources):
     return {"backward_share": share, "ready_fractions": ready, "bucket_floats": floats,
             "parameters": result["parameters"], "activation_bytes_per_image": act,
             "eval_s_per_image": eval_s, "model": result["model"], "overlap": result["overlap"],
-            "rank_cores": result["rank_cores"]}
+            "rank_cores": result["rank_cores"], "compute_spread": spread}
 
 
 def from_study(meta, rows, sweep):

@@ -1,7 +1,10 @@
-"""One rank's Chrome trace (nostrum-train --trace): forward and backward time per step, and the time
-each gradient bucket was ready as a fraction of backward (the "bucket ready" instants the
-communication thread records; only a run of more than one rank has them)."""
+"""One rank's Chrome trace (nostrum-train --trace): forward and backward time per step, their spread
+from step to step, and the time each gradient bucket was ready as a fraction of backward (the
+"bucket ready" instants the communication thread records; only a run of more than one rank has
+them)."""
 import statistics
+
+MIN_SPREAD_STEPS = 8  # fewer steps give no spread (the interquartile range of a handful is noise)
 
 from .common import read_json
 
@@ -39,8 +42,10 @@ def _steps(events):
 
 
 def trace_profile(path):
-    """{forward_ms, backward_ms (medians over the steps after the first), ready_fractions (None
-    without bucket events), steps} or None."""
+    """{forward_ms, backward_ms (medians over the steps after the first), compute_spread (the robust
+    standard deviation of forward + backward, interquartile range / 1.349, over their median; the
+    last step left out, it holds the final evaluation; None under MIN_SPREAD_STEPS steps),
+    ready_fractions (None without bucket events), steps} or None."""
     trace = read_json(path)
     if not trace or "traceEvents" not in trace:
         return None
@@ -53,7 +58,11 @@ def trace_profile(path):
     # --max-steps evaluates at its end), and a disturbed step would pull a mean
     out = {"forward_ms": statistics.median(s["forward"] for s in steps) / 1e3,
            "backward_ms": statistics.median(s["backward"] for s in steps) / 1e3,
-           "ready_fractions": None, "steps": len(steps)}
+           "compute_spread": None, "ready_fractions": None, "steps": len(steps)}
+    compute = [s["forward"] + s["backward"] for s in steps[:-1]]
+    if len(compute) >= MIN_SPREAD_STEPS:
+        q1, _, q3 = statistics.quantiles(compute, n=4)
+        out["compute_spread"] = (q3 - q1) / 1.349 / statistics.median(compute)
     counts = {len(s["ready"]) for s in steps}
     if len(counts) == 1 and counts.pop() > 0:
         fractions = []
