@@ -311,20 +311,22 @@ class Trace(unittest.TestCase):
         self.assertEqual(t["ready_fractions"], [0.25, 1.0])
 
 
-    def profile_of_steps(self, computes_us):
-        """trace_profile of steps whose forward + backward take computes_us (forward 1/4 of it)."""
+    @staticmethod
+    def write_steps(path, computes_us):
+        """A trace of steps whose forward + backward take computes_us (forward 1/4 of it)."""
         events, t0 = [], 0
         for c in computes_us:
             events += [{"name": "data wait", "cat": "data", "ph": "X", "ts": t0, "dur": 5, "tid": 0},
                        {"name": "conv", "cat": "forward", "ph": "X", "ts": t0 + 10, "dur": c / 4, "tid": 0},
                        {"name": "conv", "cat": "backward", "ph": "X", "ts": t0 + 10 + c / 4, "dur": 3 * c / 4, "tid": 0}]
             t0 += 10 + c + 100
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        with open(path, "w") as f:
             json.dump({"traceEvents": events}, f)
-        try:
-            return trace_profile(f.name)
-        finally:
-            os.unlink(f.name)
+
+    def profile_of_steps(self, computes_us):
+        with tempfile.TemporaryDirectory() as d:
+            self.write_steps(os.path.join(d, "trace.json"), computes_us)
+            return trace_profile(os.path.join(d, "trace.json"))
 
     def test_compute_spread_is_the_interquartile_range_over_the_median(self):
         # warm-up 5000 us, then 1000, 1010, ..., 1090 us, then a last step holding an evaluation:
@@ -337,6 +339,20 @@ class Trace(unittest.TestCase):
         t = self.profile_of_steps([5000] + [1000 + 10 * i for i in range(7)] + [9000])
         self.assertIsNone(t["compute_spread"])
         self.assertEqual(t["steps"], 8)
+
+    def test_node_trace_gives_the_node_its_spread_or_is_refused_naming_the_file(self):
+        n = node({32: (1.0, 0.0)})
+        with tempfile.TemporaryDirectory() as d:
+            good, short = os.path.join(d, "good.json"), os.path.join(d, "short.json")
+            self.write_steps(good, [5000] + [1000 + 10 * i for i in (3, 0, 9, 1, 8, 2, 7, 4, 6, 5)] + [9000])
+            self.write_steps(short, [5000] + [1000] * 7 + [9000])
+            for bad in (short, os.path.join(d, "missing.json")):
+                with self.assertRaisesRegex(ScalingError, os.path.basename(bad)):
+                    n.take_spread_from(bad)
+            self.assertEqual(n.compute_spread, 0.0)
+            n.take_spread_from(good)
+        self.assertAlmostEqual(n.compute_spread, 55 / 1.349 / 1045, places=9)
+        self.assertIn("--node-trace", n.sources["compute spread"])
 
 
 class IdleNodeFillers(unittest.TestCase):

@@ -35,7 +35,8 @@ Inputs of the model, each measured (the output names the file it came from):
     (--node-images-per-second with its --ranks-per-node and --threads: project from one real node);
   backward's share of compute: the 1-node point's trace (run --trace);
   compute spread from step to step: the same trace (interquartile range / 1.349 over the median of
-    its steps after the first and before the last, at least 8; none without: no straggler wait);
+    its steps after the first and before the last, at least 8; none without: no straggler wait),
+    or --node-trace: the trace of a 1-node run on the target node;
   gradient buckets: result.json's gradient_buckets (nostrum-train's own plan);
   each bucket's ready time in backward: a multi-rank point's trace ("bucket ready"; one rank has no
     allreducer, so these come from the smallest multi-rank point);
@@ -86,6 +87,8 @@ def target_node(args):
             raise ScalingError("--node-images-per-second needs --ranks-per-node and --threads of the target node")
         batch = args.batch_size or min(node.batches)
         node = node.with_given_compute(args.node_images_per_second, args.ranks_per_node, args.threads, batch)
+    if args.node_trace:
+        node.take_spread_from(args.node_trace)
     return node
 
 
@@ -187,6 +190,8 @@ def add_projection_options(m, default_nodes):
     m.add_argument("--node-images-per-second", type=float, help="the target node's measured training images/s")
     m.add_argument("--ranks-per-node", type=int, help="the target node's ranks (with --node-images-per-second)")
     m.add_argument("--threads", type=int, help="the target node's threads per rank (with --node-images-per-second)")
+    m.add_argument("--node-trace", help="trace.rank0.json of a 1-node run on the target node (at least 10 steps): "
+                   "the compute spread from step to step, for the straggler wait (instead of the study's trace)")
     m.add_argument("--node-memory-gb", type=float, help="refuse points whose ranks' batches do not fit")
     m.add_argument("--rcp", default="mlperf_resnet_rcp", help="RCP table (file, or a name in tools/scaling/rcp)")
     m.add_argument("--train-images", type=int, default=1_281_167, help="images an epoch (ImageNet-1k's)")

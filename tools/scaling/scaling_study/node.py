@@ -70,10 +70,25 @@ class NodeCompute:
                                    f"the target's ranks taken to have {threads} core(s) for {threads} thread(s): "
                                    "no core of its own for the communication thread")
         node.eval_s_per_image = self.eval_s_per_image * measured / images_per_second
-        node.sources["compute spread"] += " (taken for the given node too: relative to its compute)"
+        if self.compute_spread:
+            node.sources["compute spread"] += " (taken for the given node too: relative to its compute)"
         node.sources["evaluation"] += (f", scaled by the measured over the given training speed "
                                        f"({measured:.3g} / {images_per_second:g} images/s a node)")
         return node
+
+    def take_spread_from(self, trace_path):
+        """The compute spread from another trace (a 1-node run on the target node)."""
+        traced = trace_profile(trace_path)
+        if not traced:
+            raise ScalingError(f"--node-trace {trace_path}: not a readable Chrome trace with training steps "
+                               "(nostrum-train --trace writes trace.rank0.json)")
+        if traced["compute_spread"] is None:
+            raise ScalingError(f"--node-trace {trace_path}: {traced['steps'] + 1} traced steps give no compute spread: "
+                               f"trace at least {MIN_SPREAD_STEPS + 2} steps (--max-steps)")
+        self.compute_spread = traced["compute_spread"]
+        self.sources["compute spread"] = (f"{100 * self.compute_spread:.1f} % of the step's compute (interquartile "
+                                          f"range / 1.349 of {traced['steps'] - 1} steps, {shown(trace_path)}, "
+                                          "--node-trace): the slowest of p ranks, as independent normals, sets each step")
 
     def measured_images_per_second(self, b):
         at = self.batches[b]
