@@ -28,23 +28,27 @@ def input_lines(node, net, rcp, options):
     return out
 
 
+def _exposed(r):
+    return f"{1e3 * r['exposed_s']:.1f} ({1e3 * r['straggler_s']:.1f})"
+
+
 def row_cells(r):
     if not r.get("images_per_second"):
         return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", "-", "-", "-", "-", "-", "-", "-", r["refused"]]
     e = r.get("epochs")
     if e is None:
         return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", f"{r['images_per_second']:.1f}",
-                f"{r['efficiency']:.2f}", "-", "-", f"{1e3 * r['exposed_s']:.1f}", "-", "-", r["refused"]]
+                f"{r['efficiency']:.2f}", "-", "-", _exposed(r), "-", "-", r["refused"]]
     tts = (f"{_hours(r['tts_mean_s']):.2f} ({_hours(r['tts_min_s']):.2f}-{_hours(r['tts_max_s']):.2f})")
     note = ("**minimum**; " if r["best"] else "") + e["how"]
     return [r["nodes"], r["ranks"], f"{r['global_batch']:g}", f"{r['images_per_second']:.1f}",
             f"{r['efficiency']:.2f}", f"{e['mean']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
             f"{r['trained_epochs_mean']:.1f} ({r['trained_epochs_min']:.1f}-{r['trained_epochs_max']:.1f})",
-            f"{1e3 * r['exposed_s']:.1f}", f"{r['eval_s']:.1f}", tts, note]
+            _exposed(r), f"{r['eval_s']:.1f}", tts, note]
 
 
 HEADER = ["nodes", "ranks", "global batch", "images/s", "efficiency", "epochs to target (band)", "epochs trained",
-          "exposed allreduce ms/step", "eval s each", "time-to-solution h (band)", "note"]
+          "exposed allreduce ms/step (of it the slowest rank)", "eval s each", "time-to-solution h (band)", "note"]
 
 
 def markdown(node, net, rcp, options, rows):

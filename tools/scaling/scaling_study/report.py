@@ -88,13 +88,15 @@ def prediction_lines(prediction, rows):
         lines += ["", f"Not compared with the measurements: the profile is of "
                   f"{where_text(net['where']) if net.get('where') else 'another network'}, "
                   f"the study ran on {where_text(prediction['where'])}.", "",
-                  "| nodes | predicted images/s | predicted efficiency | predicted exposed allreduce ms |",
+                  "| nodes | predicted images/s | predicted efficiency | predicted exposed allreduce ms (of it the slowest rank) |",
                   "|---:|---:|---:|---:|"]
-        lines += [f"| {p['nodes']} | {p['images_per_second']:.1f} | {p['efficiency']:.2f} | {1e3 * p['exposed_s']:.1f} |"
+        lines += [f"| {p['nodes']} | {p['images_per_second']:.1f} | {p['efficiency']:.2f} | {1e3 * p['exposed_s']:.1f} "
+                  f"({1e3 * p['straggler_s']:.1f}) |"
                   if "refused" not in p else f"| {p['nodes']} | refused: {p['refused']} | | |"
                   for p in prediction["points"]]
         return lines
-    lines += ["", "| nodes | predicted images/s | measured | error | predicted exposed allreduce ms | measured |",
+    lines += ["", "| nodes | predicted images/s | measured | error | predicted exposed allreduce ms (of it the slowest rank) "
+              "| measured |",
               "|---:|---:|---:|---:|---:|---:|"]
     by_nodes = {r["nodes"]: r for r in rows if r["ok"]}
     for p in prediction["points"]:
@@ -105,7 +107,8 @@ def prediction_lines(prediction, rows):
         p["measured_images_per_second"] = m["images_per_second"]
         p["error"] = (p["images_per_second"] - m["images_per_second"]) / m["images_per_second"]
         lines.append(f"| {p['nodes']} | {p['images_per_second']:.1f} | {m['images_per_second']:.1f} "
-                     f"| {100 * p['error']:+.1f} % | {1e3 * p['exposed_s']:.1f} | {m['exposed_allreduce_ms']:.1f} |")
+                     f"| {100 * p['error']:+.1f} % | {1e3 * p['exposed_s']:.1f} ({1e3 * p['straggler_s']:.1f}) "
+                     f"| {m['exposed_allreduce_ms']:.1f} |")
     return lines
 
 
