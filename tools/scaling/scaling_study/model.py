@@ -8,7 +8,7 @@ sees, and one step of p = N x R ranks at local batch b:
 Straggler: every step ends in a collective, so each rank waits for the slowest of the p. A rank's
 compute per step varies (spread: its robust standard deviation over the median, from the 1-node
 trace); taken as independent normals across ranks, the slowest is E_p standard deviations above the
-median (E_2 = 1/sqrt(pi) = 0.56, E_1024 = 3.2), and rank 0 measures that wait inside its exposed
+median (E_2 = 1/sqrt(pi) = 0.56, E_1024 = 3.25), and rank 0 measures that wait inside its exposed
 allreduce.
 
 The gradient buckets (nostrum-train's own plan, from result.json) are reduced in order by one

@@ -8,7 +8,7 @@ import os
 
 from .common import ScalingError, shown
 from .model import uniform_ready_fractions
-from .trace import MIN_SPREAD_STEPS, trace_profile
+from .trace import SPREAD_RUN_STEPS, trace_profile
 
 ASSUMED_BACKWARD_SHARE = 2.0 / 3.0
 STATE_BYTES_PER_PARAMETER = 12  # fp32 weights, gradients and momentum
@@ -29,7 +29,7 @@ class NodeCompute:
         self.overlap = shape["overlap"]  # the allreduce overlaps backward on a communication thread
         self.spare_core = shape["rank_cores"] > threads  # ... which then has a core of its own
         self.rank_cores = shape["rank_cores"]
-        self.compute_spread = shape.get("compute_spread", 0.0)  # per-step spread over the median
+        self.compute_spread = shape["compute_spread"]  # per-step spread over the median (0: none)
         self.sources = sources  # input -> where it came from
 
     def at(self, b):
@@ -84,11 +84,9 @@ class NodeCompute:
                                "(nostrum-train --trace writes trace.rank0.json)")
         if traced["compute_spread"] is None:
             raise ScalingError(f"--node-trace {trace_path}: {traced['steps'] + 1} traced steps give no compute spread: "
-                               f"trace at least {MIN_SPREAD_STEPS + 2} steps (--max-steps)")
+                               f"trace at least {SPREAD_RUN_STEPS} steps (--max-steps)")
         self.compute_spread = traced["compute_spread"]
-        self.sources["compute spread"] = (f"{100 * self.compute_spread:.1f} % of the step's compute (interquartile "
-                                          f"range / 1.349 of {traced['steps'] - 1} steps, {shown(trace_path)}, "
-                                          "--node-trace): the slowest of p ranks, as independent normals, sets each step")
+        self.sources["compute spread"] = _spread_source(traced, f"{shown(trace_path)}, --node-trace")
 
     def measured_images_per_second(self, b):
         at = self.batches[b]
@@ -100,6 +98,11 @@ class NodeCompute:
                 "activation_bytes_per_image": self.activation_bytes_per_image,
                 "eval_s_per_image": self.eval_s_per_image, "model": self.model, "overlap": self.overlap,
                 "rank_cores": self.rank_cores, "compute_spread": self.compute_spread}
+
+
+def _spread_source(traced, where):
+    return (f"{100 * traced['compute_spread']:.1f} % of the step's compute (interquartile range / 1.349 of "
+            f"{traced['steps'] - 1} steps, {where}): the slowest of p ranks, as independent normals, sets each step")
 
 
 def _bucket_floats(row):
@@ -126,13 +129,11 @@ def _shape_from(base, rows, sources):
         sources["backward share"] = "ASSUMED 2/3 (the 1-node point has no trace: run with --trace)"
     spread = traced["compute_spread"] if traced else None
     if spread is not None:
-        sources["compute spread"] = (f"{100 * spread:.1f} % of the step's compute (interquartile range / 1.349 of "
-                                     f"{traced['steps'] - 1} steps, trace of the 1-node point): the slowest of p "
-                                     "ranks, as independent normals, sets each step")
+        sources["compute spread"] = _spread_source(traced, "trace of the 1-node point")
     else:
         spread = 0.0
-        sources["compute spread"] = ("NOT MEASURED (the 1-node point has no trace of at least "
-                                     f"{MIN_SPREAD_STEPS + 2} steps: run with --trace): no straggler wait")
+        sources["compute spread"] = (f"NOT MEASURED (the 1-node point has no trace of at least {SPREAD_RUN_STEPS} "
+                                     "steps: run with --trace): no straggler wait")
     ready = None
     for r in rows:  # 1 rank has no allreducer: the ready times come from a multi-rank point's trace
         t = _trace(r) if r["ok"] and r["ranks"] > 1 else None

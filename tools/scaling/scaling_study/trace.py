@@ -5,6 +5,7 @@ them)."""
 import statistics
 
 MIN_SPREAD_STEPS = 8  # fewer steps give no spread (the interquartile range of a handful is noise)
+SPREAD_RUN_STEPS = MIN_SPREAD_STEPS + 2  # the steps a run needs: its first and last are left out
 
 from .common import read_json
 
