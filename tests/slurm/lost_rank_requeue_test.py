@@ -22,7 +22,7 @@ from slurm_common import (ROOT, check, data, env, job_report, rank_pids, read, r
 TRAIN = ["--model", "resnet8", "--width", "8", "--batch-size", "32", "--epochs", "6", "--target-accuracy", "0.3",
          "--seed", "3", "--progress-seconds", "1000"]
 # the job that loses a rank three times: a target it cannot reach, so no attempt ends before its kill
-NEVER_DONE = [a for a in TRAIN]
+NEVER_DONE = list(TRAIN)
 NEVER_DONE[NEVER_DONE.index("--target-accuracy") + 1] = "0.99"
 NEVER_DONE[NEVER_DONE.index("--epochs") + 1] = "40"
 # scontrol as a loaded host runs it: requeuehold still running when the requeue's SIGTERM arrives
@@ -65,7 +65,8 @@ def kill_rank1(job, attempt, run_dir, out):
     pids = wait_for(f"rank 1 of attempt {attempt + 1}", lambda: rank_pids(job, 1, attempt), 120, diagnose)
     if attempt > 0:
         wait_for(f"attempt {attempt + 1} resumed", lambda: resumed(run_dir), 60, diagnose)
-        pids = rank_pids(job, 1, attempt)
+        pids = wait_for(f"rank 1 of attempt {attempt + 1} after it resumed", lambda: rank_pids(job, 1, attempt), 10,
+                        diagnose)
     subprocess.run(["kill", "-9"] + [str(p) for p in pids], check=True)
     print(f"killed rank 1 of attempt {attempt + 1} (pid {pids})", flush=True)
 
