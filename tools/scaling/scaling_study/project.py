@@ -1,8 +1,9 @@
 """Time-to-solution at N nodes: for each node count, the model's images/s and efficiency, the global
 batch, the epochs MLPerf's reference runs needed at that batch (rcp.py, with the spread of the runs
 as a band), the epochs trained (each reference run's epochs taken to the job's next scheduled
-evaluation, since only an evaluation sees the target, then averaged), the evaluation time and the projected time-to-solution; the node count that minimises
-it; points that do not fit in memory or lie beyond the RCP table are refused, with the reason."""
+evaluation, since only an evaluation sees the target, then averaged), the evaluation time and the
+projected time-to-solution; the node count that minimises it; points that do not fit in memory or
+lie beyond the RCP table are refused, with the reason."""
 import math
 
 from .common import ScalingError

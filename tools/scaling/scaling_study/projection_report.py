@@ -1,6 +1,7 @@
 """The projection as a user reads it: every input with its source, then one line per node count
-(images/s, efficiency, global batch, epochs with their band, epochs trained, evaluation, time-to-solution, the
-minimum marked, refusals with their reason), as text and Markdown; and the JSON of it."""
+(images/s, efficiency, global batch, epochs with their band, epochs trained, the exposed allreduce
+with the straggler wait, evaluation, time-to-solution, the minimum marked, refusals with their
+reason), as text and Markdown; and the JSON of it."""
 from .common import shown
 from .project import first_evaluation
 
