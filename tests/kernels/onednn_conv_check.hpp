@@ -1,6 +1,7 @@
 // The oneDNN convolution passes (kernels/onednn_conv.hpp) against a naive float64 reference:
-// outputs NaN-filled and followed by a guard zone that must come back untouched, forward,
-// backward-data (overwrite and accumulate) and backward-weights, each within its precision's bound.
+// outputs NaN-filled, outputs and workspace followed by guard zones that must come back untouched,
+// forward, backward-data (overwrite and accumulate) and backward-weights, each within its
+// precision's bound.
 #pragma once
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -138,6 +140,25 @@ inline double require_close(const std::vector<float>& got, const std::vector<dou
   return worst_ratio;
 }
 
+// A pass's workspace: workspace_bytes() of 0xff bytes (NaN as floats: nothing may be read before it
+// is written) followed by a guard zone.
+struct Workspace {
+  std::vector<unsigned char> bytes;
+  size_t size;
+  explicit Workspace(const OnednnConv& conv) : size(conv.workspace_bytes()) {
+    bytes.assign(size + 64 + kGuard, 0xff);
+    std::fill(bytes.begin() + long(size) + 64, bytes.end(), 0x5a);
+  }
+  void* data() { return bytes.data() + (64 - reinterpret_cast<uintptr_t>(bytes.data()) % 64) % 64; }
+  void require_guard(const std::string& what) {
+    const unsigned char* end = static_cast<unsigned char*>(data()) + size;
+    for (const unsigned char* p = end; p < end + kGuard; ++p) {
+      INFO(what << ": workspace written " << p - end << " bytes past workspace_bytes()");
+      REQUIRE(*p == (p >= bytes.data() + size + 64 ? 0x5a : 0xff));
+    }
+  }
+};
+
 // All three passes (and backward-data accumulating) of g at precision p with `threads` threads,
 // each object created at that thread count; returns the worst error / bound seen.
 inline double check_passes(const ConvGeometry& g, const Tensors& t, const Reference& ref,
@@ -149,26 +170,34 @@ inline double check_passes(const ConvGeometry& g, const Tensors& t, const Refere
   {
     OnednnConv conv(g, OnednnPass::kForward, p);
     INFO(what << " forward: " << conv.implementation());
+    Workspace ws(conv);
     auto out = nan_filled(t.d_out.size());
-    conv.forward(out.data(), t.in.data(), t.weight.data());
+    conv.forward(out.data(), t.in.data(), t.weight.data(), ws.data());
+    ws.require_guard(what + " forward");
     worst = std::max(worst, require_close(out, ref.out, ref.out_abs, ref.out_terms, p, nullptr,
                                           what + " forward"));
   }
-  for (bool accumulate : {false, true}) {
-    OnednnConv conv(g, OnednnPass::kBackwardData, p, accumulate);
+  {
+    OnednnConv conv(g, OnednnPass::kBackwardData, p);
     INFO(what << " backward-data: " << conv.implementation());
-    auto d_in = nan_filled(t.in.size());
-    if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), d_in.begin());
-    conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data());
-    worst = std::max(worst, require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, p,
-                                          accumulate ? &t.d_in_base : nullptr,
-                                          what + (accumulate ? " d_in +=" : " d_in")));
+    Workspace ws(conv);
+    for (bool accumulate : {false, true}) {  // one object: accumulate is per call
+      auto d_in = nan_filled(t.in.size());
+      if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), d_in.begin());
+      conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data());
+      ws.require_guard(what + " backward-data");
+      worst = std::max(worst, require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, p,
+                                            accumulate ? &t.d_in_base : nullptr,
+                                            what + (accumulate ? " d_in +=" : " d_in")));
+    }
   }
   {
     OnednnConv conv(g, OnednnPass::kBackwardWeights, p);
     INFO(what << " backward-weights: " << conv.implementation());
+    Workspace ws(conv);
     auto d_weight = nan_filled(t.weight.size());
-    conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data());
+    conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data(), ws.data());
+    ws.require_guard(what + " backward-weights");
     worst = std::max(worst, require_close(d_weight, ref.d_weight, ref.d_weight_abs,
                                           ref.d_weight_terms, p, nullptr, what + " d_weight"));
   }

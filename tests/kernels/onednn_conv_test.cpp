@@ -64,14 +64,17 @@ TEST_CASE("oneDNN conv: an object called at another thread count recreates its p
   const Reference ref(g, t);
   omp_set_num_threads(2);
   OnednnConv conv(g, OnednnPass::kBackwardWeights, Precision::kFp32);
+  Workspace ws(conv);
   omp_set_num_threads(1);
   auto d_weight = nan_filled(t.weight.size());
-  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data());
+  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data(), ws.data());
+  ws.require_guard("created at 2 threads, run at 1");
   require_close(d_weight, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, Precision::kFp32,
                 nullptr, "created at 2 threads, run at 1");
   omp_set_num_threads(2);
   d_weight = nan_filled(t.weight.size());
-  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data());
+  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data(), ws.data());
+  ws.require_guard("back at 2 threads");
   require_close(d_weight, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, Precision::kFp32,
                 nullptr, "back at 2 threads");
   omp_set_num_threads(saved);
@@ -86,12 +89,13 @@ TEST_CASE("oneDNN conv: the library reports its version and ISA; bad use is refu
   CHECK_THROWS_AS(OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), OnednnPass::kForward,
                              Precision::kFp32),
                   nostrum::ShapeError);
-  CHECK_THROWS_AS(OnednnConv(g, OnednnPass::kForward, Precision::kFp32, true),
-                  nostrum::OptionError);
   OnednnConv forward(g, OnednnPass::kForward, Precision::kFp32);
   CHECK(forward.pass() == OnednnPass::kForward);
-  CHECK(forward.buffer_bytes() > 0);  // the weights in oneDNN's blocked layout at least
+  CHECK(forward.workspace_bytes() > 0);  // the weights in oneDNN's blocked layout at least
+  Workspace ws(forward);
   std::vector<float> x(100), w(144), y(100);
-  CHECK_THROWS_WITH(forward.backward_data(x.data(), y.data(), w.data()),
+  CHECK_THROWS_WITH(forward.backward_data(x.data(), y.data(), w.data(), false, ws.data()),
                     Catch::Contains("backward_data on a forward object"));
+  CHECK_THROWS_WITH(forward.forward(y.data(), x.data(), w.data(), nullptr),
+                    Catch::Contains("without its workspace"));
 }

@@ -30,37 +30,42 @@ const char* onednn_pass_name(OnednnPass pass);  // "forward" | "backward-data" |
 
 // One pass of one convolution geometry at one precision: the primitive, the weights' layout it
 // chose and the reorders into and out of nostrum's layouts are created once, here; a call runs the
-// reorders and the primitive and allocates nothing. bf16: the operands (input, weights, output
-// gradient) are rounded to bf16 by the pass's own reorders (nearest even), the results (out, d_in,
-// d_weight) come back fp32, summed in fp32. Runs on the OpenMP pool at omp_get_max_threads();
-// oneDNN fixes its work split when a primitive is created, so a call at another thread count
-// creates the primitive again (once per change). Not for concurrent calls on one object.
+// reorders and the primitive and allocates nothing. Its working memory (oneDNN's scratchpad in
+// user mode, the weights in the primitive's layout, the bf16 copies of the operands, ...) is the
+// caller's workspace: nothing in it survives from one call to the next, so conv layers share one.
+// bf16: the operands (input, weights, output gradient) are rounded to bf16 by the pass's own
+// reorders (nearest even), the results (out, d_in, d_weight) come back fp32, summed in fp32. Runs
+// on the OpenMP pool at omp_get_max_threads(); oneDNN fixes its work split when a primitive is
+// created, so a call at another thread count creates the primitive again (once per change; should
+// the new one need more workspace than workspace_bytes() said, it uses memory of its own). Not for
+// concurrent calls on one object.
 class OnednnConv {
  public:
   // ShapeError for an impossible geometry; OptionError for bf16 where onednn_bf16_native() is
-  // false. accumulate_d_in (backward-data only): d_in += the gradient instead of d_in =.
-  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
-             bool accumulate_d_in = false);
+  // false; Error naming the pass and geometry should oneDNN refuse it.
+  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision);
   ~OnednnConv();
   OnednnConv(OnednnConv&&) noexcept;
   OnednnConv& operator=(OnednnConv&&) noexcept;
 
-  // kForward: out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
-  void forward(float* out, const float* in, const float* weight);
-  // kBackwardData: d_in (N,H,W,C) = (or +=) the input gradient from d_out (N,P,Q,K), weight.
-  void backward_data(float* d_in, const float* d_out, const float* weight);
-  // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
-  void backward_weights(float* d_weight, const float* d_out, const float* in);
+  // Bytes of workspace a call needs (64-byte aligned; 0 allowed, then workspace may be null).
+  size_t workspace_bytes() const;
 
-  // Bytes this object holds beside the caller's tensors: oneDNN's scratchpad (user mode, owned
-  // here), the weights in the primitive's layout, the bf16 copies of the operands, the fp32
-  // gradient that backward-data adds into d_in when it accumulates, the weight gradient in the
-  // primitive's layout.
-  size_t buffer_bytes() const;
+  // kForward: out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
+  void forward(float* out, const float* in, const float* weight, void* workspace);
+  // kBackwardData: d_in (N,H,W,C) = the input gradient from d_out (N,P,Q,K) and weight, or
+  // d_in += it when accumulate (oneDNN 2.x has no sum post-op here: the gradient goes to the
+  // workspace and is added).
+  void backward_data(float* d_in, const float* d_out, const float* weight, bool accumulate,
+                     void* workspace);
+  // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
+  void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace);
+
   // The implementation oneDNN chose for the convolution, e.g. "brgconv:avx512_core_bf16";
   // "ref:any" is its slow reference code.
   std::string implementation() const;
   OnednnPass pass() const;
+  const ConvGeometry& geometry() const;
 
  private:
   struct Impl;

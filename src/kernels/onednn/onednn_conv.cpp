@@ -1,6 +1,7 @@
 // OnednnConv: one convolution pass as oneDNN 2.x primitives on nostrum's NHWC fp32 activations and
-// (K, C, R, S) fp32 weights; the primitive's own weight layout (format "any") and every reorder
-// in and out of it created once, buffers (scratchpad included, user mode) owned and counted here.
+// (K, C, R, S) fp32 weights; the primitive's own weight layout (format "any") and every reorder in
+// and out of it created once; their working memory (scratchpad in user mode) laid out in the
+// caller's workspace.
 #include "nostrum/kernels/onednn_conv.hpp"
 
 #include <omp.h>
@@ -132,7 +133,6 @@ struct OnednnConv::Impl {
   ConvGeometry g;
   OnednnPass pass;
   Precision precision;
-  bool accumulate;
   int threads = 0;  // the pool size the primitives were created for
 
   dnnl::primitive conv;
@@ -140,31 +140,44 @@ struct OnednnConv::Impl {
   // nostrum's layouts, fp32: the input side (N,C,H,W as NHWC), the output side (N,K,P,Q as NHWC),
   // the weights (K,C,R,S).
   memory::desc in_md, out_md, weight_md;
-  // Reorders into the primitive's operands (absent when the layout already matches): the weights
+  // Reorders into the primitive's operands (absent where the layout already matches): the weights
   // to the primitive's layout (and bf16), the input or the output gradient to bf16; and out of it:
   // the weight gradient to (K,C,R,S).
   std::optional<Reorder> weight_in, activation_in, gradient_in, weight_gradient_out;
-  // The primitive's operands where they are not the caller's memory.
-  memory weights, activation, gradient, weight_gradient, sum;
-  Buffer weight_buffer, activation_buffer, gradient_buffer, weight_gradient_buffer, sum_buffer;
-  Buffer scratchpad;
-  memory scratchpad_memory;
+  // The primitive's operands that live in the workspace, each at its offset there (bytes, 64-byte
+  // aligned); handles set per call.
+  struct Region {
+    memory m;
+    size_t offset = 0;
+  };
+  Region weights, activation, gradient, weight_gradient, sum, scratchpad;
+  size_t workspace = 0;   // bytes of the whole layout
+  size_t promised = 0;    // what workspace_bytes() reported (the first build's)
+  Buffer own_workspace;   // only where a rebuild needs more than was promised
 
   void build();
   memory user(const memory::desc& md, const float* p) const {
     return memory(md, cpu_engine(), const_cast<float*>(p));
   }
-  memory own(const memory::desc& md, Buffer& buffer) {
-    buffer = Buffer(md.get_size());
-    return memory(md, cpu_engine(), buffer.data());
+  Region region(const memory::desc& md) {
+    Region r{memory(md, cpu_engine(), DNNL_MEMORY_NONE), workspace};
+    workspace += (md.get_size() + 63) / 64 * 64;
+    return r;
+  }
+  // The workspace of this call: the caller's, or this object's own after a growing rebuild; every
+  // region's handle pointed into it.
+  void attach(void* given) {
+    if (omp_get_max_threads() != threads) build();
+    char* base = static_cast<char*>(own_workspace.bytes() ? own_workspace.data() : given);
+    NOSTRUM_CHECK(base != nullptr || workspace == 0, Error,
+                  "oneDNN conv called without its workspace", describe(g));
+    for (Region* r : {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad})
+      if (r->m) r->m.set_data_handle(base + r->offset);
   }
   void reorder(const std::optional<Reorder>& r, const memory& from, const memory& to) {
     r->primitive.execute(cpu_stream(), {{DNNL_ARG_FROM, from},
                                         {DNNL_ARG_TO, to},
-                                        {DNNL_ARG_SCRATCHPAD, scratchpad_memory}});
-  }
-  void refresh() {
-    if (omp_get_max_threads() != threads) build();
+                                        {DNNL_ARG_SCRATCHPAD, scratchpad.m}});
   }
 };
 
@@ -191,25 +204,23 @@ void OnednnConv::Impl::build() {
   const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, attr, cpu_engine());
   size_t scratch = 0;
   weight_in.reset(), activation_in.reset(), gradient_in.reset(), weight_gradient_out.reset();
-  weights = activation = gradient = weight_gradient = sum = memory();
-  for (Buffer* b : {&weight_buffer, &activation_buffer, &gradient_buffer, &weight_gradient_buffer,
-                    &sum_buffer})
-    *b = Buffer();
+  weights = activation = gradient = weight_gradient = sum = scratchpad = Region();
+  workspace = 0;
 
   // The weights in the primitive's layout; the reorder from (K,C,R,S) fp32 runs on every call
   // (their values change every step) unless the layouts are the same.
   auto prepare_weights = [&](const memory::desc& md) {
     if (md == weight_md) return;  // the caller's weights as they are
     weight_in = make_reorder(weight_md, md);
-    weights = own(md, weight_buffer);
+    weights = region(md);
     scratch = std::max(scratch, weight_in->scratch_bytes);
   };
-  // bf16 operands: the caller's fp32 tensor rounded into an owned NHWC bf16 copy.
+  // bf16 operands: the caller's fp32 tensor rounded into an NHWC bf16 copy.
   auto prepare_rounded = [&](const memory::desc& fp32, const memory::desc& md,
-                             std::optional<Reorder>& r, memory& m, Buffer& b) {
+                             std::optional<Reorder>& r, Region& copy) {
     if (precision != Precision::kBf16) return;
     r = make_reorder(fp32, md);
-    m = own(md, b);
+    copy = region(md);
     scratch = std::max(scratch, r->scratch_bytes);
   };
 
@@ -219,7 +230,7 @@ void OnednnConv::Impl::build() {
       implementation = forward_pd.impl_info_str();
       scratch = std::max(scratch, forward_pd.scratchpad_desc().get_size());
       prepare_weights(forward_pd.weights_desc());
-      prepare_rounded(in_md, forward_pd.src_desc(), activation_in, activation, activation_buffer);
+      prepare_rounded(in_md, forward_pd.src_desc(), activation_in, activation);
       break;
     }
     case OnednnPass::kBackwardData: {
@@ -230,9 +241,8 @@ void OnednnConv::Impl::build() {
       implementation = pd.impl_info_str();
       scratch = std::max(scratch, pd.scratchpad_desc().get_size());
       prepare_weights(pd.weights_desc());
-      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient, gradient_buffer);
-      // oneDNN 2.x has no sum post-op for backward-data: the gradient goes to a buffer first.
-      if (accumulate) sum = own(in_md, sum_buffer);
+      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient);
+      sum = region(in_md);  // the gradient before it is added into d_in (accumulate calls)
       break;
     }
     case OnednnPass::kBackwardWeights: {
@@ -243,38 +253,35 @@ void OnednnConv::Impl::build() {
       conv = dnnl::convolution_backward_weights(pd);
       implementation = pd.impl_info_str();
       scratch = std::max(scratch, pd.scratchpad_desc().get_size());
-      prepare_rounded(in_md, pd.src_desc(), activation_in, activation, activation_buffer);
-      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient, gradient_buffer);
+      prepare_rounded(in_md, pd.src_desc(), activation_in, activation);
+      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient);
       if (pd.diff_weights_desc() != weight_md) {
         weight_gradient_out = make_reorder(pd.diff_weights_desc(), weight_md);
-        weight_gradient = own(pd.diff_weights_desc(), weight_gradient_buffer);
+        weight_gradient = region(pd.diff_weights_desc());
         scratch = std::max(scratch, weight_gradient_out->scratch_bytes);
       }
       break;
     }
   }
-  scratchpad = Buffer(scratch);
-  scratchpad_memory = memory(memory::desc({memory::dim(std::max<size_t>(scratch, 1))}, Type::u8,
-                                          Tag::x),
-                             cpu_engine(), scratchpad.data());
+  // One scratchpad for the convolution and its reorders: they run one after the other.
+  scratchpad = region(memory::desc({memory::dim(std::max<size_t>(scratch, 1))}, Type::u8, Tag::x));
+  if (promised == 0) promised = workspace;
+  own_workspace = workspace > promised ? Buffer(workspace) : Buffer();
 }
 
-OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
-                       bool accumulate_d_in)
+OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision)
     : impl_(std::make_unique<Impl>()) {
   NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
                     g.stride > 0 && g.pad >= 0 && g.P() > 0 && g.Q() > 0,
                 ShapeError, "conv sizes must be positive and the kernel fit the padded input",
                 describe(g));
-  NOSTRUM_CHECK(!accumulate_d_in || pass == OnednnPass::kBackwardData, OptionError,
-                "accumulate_d_in is for the backward-data pass only", describe(g));
   if (precision == Precision::kBf16)
     NOSTRUM_CHECK(onednn_bf16_native(), OptionError,
                   "oneDNN bf16 convolutions need AVX512_BF16 or AMX (oneDNN dispatches to " +
                       onednn_library().isa + ")",
                   describe(g), "use fp32, or lift DNNL_MAX_CPU_ISA / NOSTRUM_MAX_ISA");
   Impl& m = *impl_;
-  m.g = g, m.pass = pass, m.precision = precision, m.accumulate = accumulate_d_in;
+  m.g = g, m.pass = pass, m.precision = precision;
   try {
     m.build();
   } catch (const dnnl::error& e) {
@@ -288,77 +295,73 @@ OnednnConv::~OnednnConv() = default;
 OnednnConv::OnednnConv(OnednnConv&&) noexcept = default;
 OnednnConv& OnednnConv::operator=(OnednnConv&&) noexcept = default;
 
-void OnednnConv::forward(float* out, const float* in, const float* weight) {
+namespace {
+
+void require_pass(OnednnPass have, OnednnPass want, const char* call, const ConvGeometry& g) {
+  NOSTRUM_CHECK(have == want, Error,
+                std::string("OnednnConv::") + call + " on a " + onednn_pass_name(have) + " object",
+                describe(g));
+}
+
+}  // namespace
+
+void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace) {
   Impl& m = *impl_;
-  NOSTRUM_CHECK(m.pass == OnednnPass::kForward, Error,
-                std::string("OnednnConv::forward on a ") + onednn_pass_name(m.pass) + " object",
-                describe(m.g));
-  m.refresh();
+  require_pass(m.pass, OnednnPass::kForward, "forward", m.g);
+  m.attach(workspace);
   const memory in_user = m.user(m.in_md, in), weight_user = m.user(m.weight_md, weight),
                out_user = m.user(m.out_md, out);
-  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights);
-  const memory& weights = m.weight_in ? m.weights : weight_user;
-  const memory* src = &in_user;
-  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation), src = &m.activation;
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, *src},
-                                {DNNL_ARG_WEIGHTS, weights},
+  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
+  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
+  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
+                                {DNNL_ARG_WEIGHTS, m.weight_in ? m.weights.m : weight_user},
                                 {DNNL_ARG_DST, out_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad_memory}});
+                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
   cpu_stream().wait();
 }
 
-void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight) {
+void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
+                               bool accumulate, void* workspace) {
   Impl& m = *impl_;
-  NOSTRUM_CHECK(m.pass == OnednnPass::kBackwardData, Error,
-                std::string("OnednnConv::backward_data on a ") + onednn_pass_name(m.pass) +
-                    " object",
-                describe(m.g));
-  m.refresh();
+  require_pass(m.pass, OnednnPass::kBackwardData, "backward_data", m.g);
+  m.attach(workspace);
   const memory d_out_user = m.user(m.out_md, d_out), weight_user = m.user(m.weight_md, weight),
                d_in_user = m.user(m.in_md, d_in);
-  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights);
-  const memory& weights = m.weight_in ? m.weights : weight_user;
-  const memory* diff_dst = &d_out_user;
-  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient), diff_dst = &m.gradient;
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, *diff_dst},
-                                {DNNL_ARG_WEIGHTS, weights},
-                                {DNNL_ARG_DIFF_SRC, m.accumulate ? m.sum : d_in_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad_memory}});
+  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
+  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
+  m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
+                                {DNNL_ARG_WEIGHTS, m.weight_in ? m.weights.m : weight_user},
+                                {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
+                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
   cpu_stream().wait();
-  if (m.accumulate) {
-    const float* add = static_cast<const float*>(m.sum_buffer.data());
+  if (accumulate) {
+    const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
     const int64_t count = int64_t(m.g.N) * m.g.H * m.g.W * m.g.C;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < count; ++i) d_in[i] += add[i];
   }
 }
 
-void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in) {
+void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in,
+                                  void* workspace) {
   Impl& m = *impl_;
-  NOSTRUM_CHECK(m.pass == OnednnPass::kBackwardWeights, Error,
-                std::string("OnednnConv::backward_weights on a ") + onednn_pass_name(m.pass) +
-                    " object",
-                describe(m.g));
-  m.refresh();
+  require_pass(m.pass, OnednnPass::kBackwardWeights, "backward_weights", m.g);
+  m.attach(workspace);
   const memory d_out_user = m.user(m.out_md, d_out), in_user = m.user(m.in_md, in),
                d_weight_user = m.user(m.weight_md, d_weight);
-  const memory* src = &in_user;
-  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation), src = &m.activation;
-  const memory* diff_dst = &d_out_user;
-  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient), diff_dst = &m.gradient;
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, *src},
-                                {DNNL_ARG_DIFF_DST, *diff_dst},
-                                {DNNL_ARG_DIFF_WEIGHTS,
-                                 m.weight_gradient_out ? m.weight_gradient : d_weight_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad_memory}});
-  if (m.weight_gradient_out) m.reorder(m.weight_gradient_out, m.weight_gradient, d_weight_user);
+  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
+  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
+  m.conv.execute(cpu_stream(),
+                 {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
+                  {DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
+                  {DNNL_ARG_DIFF_WEIGHTS, m.weight_gradient_out ? m.weight_gradient.m : d_weight_user},
+                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+  if (m.weight_gradient_out) m.reorder(m.weight_gradient_out, m.weight_gradient.m, d_weight_user);
   cpu_stream().wait();
 }
 
-size_t OnednnConv::buffer_bytes() const {
-  const Impl& m = *impl_;
-  return m.weight_buffer.bytes() + m.activation_buffer.bytes() + m.gradient_buffer.bytes() +
-         m.weight_gradient_buffer.bytes() + m.sum_buffer.bytes() + m.scratchpad.bytes();
+size_t OnednnConv::workspace_bytes() const {
+  return impl_->promised;
 }
 
 std::string OnednnConv::implementation() const {
@@ -367,6 +370,10 @@ std::string OnednnConv::implementation() const {
 
 OnednnPass OnednnConv::pass() const {
   return impl_->pass;
+}
+
+const ConvGeometry& OnednnConv::geometry() const {
+  return impl_->g;
 }
 
 }  // namespace nostrum::kernels
