@@ -9,7 +9,9 @@
 #include <tuple>
 
 #include "model_convs.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/onednn_candidates.hpp"
 #include "onednn_conv_check.hpp"
 
 using namespace onednn_check;
@@ -58,9 +60,19 @@ TEST_CASE("oneDNN bf16 conv: odd shapes, three passes, 1 and 2 threads", "[bf16]
   check_all(odd_shapes(), 12);
 }
 
+TEST_CASE("oneDNN bf16 candidate: every pass prepared once, run at the batch and a partial one",
+          "[bf16][onednn]") {
+  const auto& candidate = nostrum::kernels::onednn_bf16_candidate();
+  CHECK(std::string(candidate.name()) == "onednn_bf16");
+  REQUIRE(candidate.available(nostrum::cpu_features()));
+  CHECK_FALSE(candidate.supports(Precision::kFp32));
+  check_candidate(candidate, Precision::kBf16);
+}
+
 TEST_CASE("oneDNN bf16 conv: refused naming the feature where bf16 is not native",
           "[any-cpu][onednn]") {
   if (nostrum::kernels::onednn_bf16_native()) return;  // nothing to refuse here
+  CHECK_FALSE(nostrum::kernels::onednn_bf16_candidate().available(nostrum::cpu_features()));
   CHECK_THROWS_WITH(OnednnConv(geometry(1, 5, 5, 4, 4, 3, 3, 1, 1), OnednnPass::kForward,
                                Precision::kBf16),
                     Catch::Contains("need AVX512_BF16 or AMX"));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
 
 namespace onednn_check {
@@ -145,7 +146,8 @@ inline double require_close(const std::vector<float>& got, const std::vector<dou
 struct Workspace {
   std::vector<unsigned char> bytes;
   size_t size;
-  explicit Workspace(const OnednnConv& conv) : size(conv.workspace_bytes()) {
+  explicit Workspace(const OnednnConv& conv) : Workspace(conv.workspace_bytes()) {}
+  explicit Workspace(size_t workspace_bytes) : size(workspace_bytes) {
     bytes.assign(size + 64 + kGuard, 0xff);
     std::fill(bytes.begin() + long(size) + 64, bytes.end(), 0x5a);
   }
@@ -202,6 +204,58 @@ inline double check_passes(const ConvGeometry& g, const Tensors& t, const Refere
                                           ref.d_weight_terms, p, nullptr, what + " d_weight"));
   }
   return worst;
+}
+
+// Through the candidate interface (kernels/conv_candidate.hpp): every pass prepared at batch 3, run
+// at 3, at a partial batch of 1 and at 3 again, the shared scratch guarded.
+inline void check_candidate(const nostrum::kernels::ConvCandidate& candidate, Precision p) {
+  using nostrum::kernels::ConvCall;
+  using nostrum::kernels::ConvPass;
+  REQUIRE(candidate.supports(p));
+  const ConvGeometry g = geometry(3, 10, 9, 20, 24, 3, 3, 1, 1);
+  for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+    REQUIRE(candidate.fits(g, pass));
+    auto prepared = candidate.prepare(g, pass, p);
+    Workspace scratch(prepared->scratch_floats() * sizeof(float));
+    for (int N : {3, 1, 3}) {
+      ConvGeometry gn = g;
+      gn.N = N;
+      std::mt19937 rng(uint32_t(5 + N));
+      const Tensors t = random_tensors(gn, rng);
+      const Reference ref(gn, t);
+      const std::string what = std::string(candidate.name()) + " " +
+                               (pass == ConvPass::kForward        ? "forward"
+                                : pass == ConvPass::kBackwardData ? "backward-data"
+                                                                  : "backward-weights") +
+                               " at N " + std::to_string(N);
+      ConvCall call;
+      call.N = N;
+      call.scratch = static_cast<float*>(scratch.data());
+      auto result = nan_filled(pass == ConvPass::kForward        ? t.d_out.size()
+                               : pass == ConvPass::kBackwardData ? t.in.size()
+                                                                 : t.weight.size());
+      switch (pass) {
+        case ConvPass::kForward:
+          call.in = t.in.data(), call.weight = t.weight.data(), call.out = result.data();
+          break;
+        case ConvPass::kBackwardData:
+          call.d_out = t.d_out.data(), call.weight = t.weight.data(), call.d_in = result.data();
+          break;
+        case ConvPass::kBackwardWeights:
+          call.d_out = t.d_out.data(), call.in = t.in.data(), call.d_weight = result.data();
+          break;
+      }
+      prepared->run(call);
+      scratch.require_guard(what);
+      if (pass == ConvPass::kForward)
+        require_close(result, ref.out, ref.out_abs, ref.out_terms, p, nullptr, what);
+      else if (pass == ConvPass::kBackwardData)
+        require_close(result, ref.d_in, ref.d_in_abs, ref.d_in_terms, p, nullptr, what);
+      else
+        require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, p, nullptr,
+                      what);
+    }
+  }
 }
 
 // Odd shapes: every kind of remainder and padding (the tests' shapes of conv2d_test.cpp and

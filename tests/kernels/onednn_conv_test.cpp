@@ -9,7 +9,9 @@
 #include <tuple>
 
 #include "model_convs.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/onednn_candidates.hpp"
 #include "onednn_conv_check.hpp"
 
 using namespace onednn_check;
@@ -98,4 +100,27 @@ TEST_CASE("oneDNN conv: the library reports its version and ISA; bad use is refu
                     Catch::Contains("backward_data on a forward object"));
   CHECK_THROWS_WITH(forward.forward(y.data(), x.data(), w.data(), nullptr),
                     Catch::Contains("without its workspace"));
+}
+
+TEST_CASE("oneDNN conv: a primitive needing more than the workspace limit uses its own memory",
+          "[onednn]") {
+  const ConvGeometry g = geometry(2, 9, 8, 24, 40, 3, 3, 2, 1);
+  std::mt19937 rng(4);
+  const Tensors t = random_tensors(g, rng);
+  const Reference ref(g, t);
+  OnednnConv conv(g, OnednnPass::kBackwardData, Precision::kFp32, /*workspace_limit=*/0);
+  CHECK(conv.workspace_bytes() == 0);
+  auto d_in = nan_filled(t.in.size());
+  conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), false, nullptr);
+  require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kFp32, nullptr,
+                "own workspace");
+}
+
+TEST_CASE("oneDNN fp32 candidate: every pass prepared once, run at the batch and a partial one",
+          "[onednn]") {
+  const auto& candidate = nostrum::kernels::onednn_fp32_candidate();
+  CHECK(std::string(candidate.name()) == "onednn");
+  REQUIRE(candidate.available(nostrum::cpu_features()));
+  CHECK_FALSE(candidate.supports(Precision::kBf16));
+  check_candidate(candidate, Precision::kFp32);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -42,8 +43,11 @@ const char* onednn_pass_name(OnednnPass pass);  // "forward" | "backward-data" |
 class OnednnConv {
  public:
   // ShapeError for an impossible geometry; OptionError for bf16 where onednn_bf16_native() is
-  // false; Error naming the pass and geometry should oneDNN refuse it.
-  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision);
+  // false; Error naming the pass and geometry should oneDNN refuse it. workspace_limit: the most
+  // the caller's workspace can hold; a primitive needing more uses memory of its own, allocated
+  // here (workspace_bytes() is then 0).
+  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+             size_t workspace_limit = SIZE_MAX);
   ~OnednnConv();
   OnednnConv(OnednnConv&&) noexcept;
   OnednnConv& operator=(OnednnConv&&) noexcept;

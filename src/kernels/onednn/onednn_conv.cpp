@@ -151,9 +151,11 @@ struct OnednnConv::Impl {
     size_t offset = 0;
   };
   Region weights, activation, gradient, weight_gradient, sum, scratchpad;
-  size_t workspace = 0;   // bytes of the whole layout
-  size_t promised = 0;    // what workspace_bytes() reported (the first build's)
-  Buffer own_workspace;   // only where a rebuild needs more than was promised
+  size_t workspace = 0;  // bytes of the whole layout
+  size_t limit = SIZE_MAX;  // the most the caller's workspace holds
+  bool built = false;
+  size_t promised = 0;   // what workspace_bytes() reports (the first build's, if within the limit)
+  Buffer own_workspace;  // where the layout needs more than was promised
 
   void build();
   memory user(const memory::desc& md, const float* p) const {
@@ -265,11 +267,12 @@ void OnednnConv::Impl::build() {
   }
   // One scratchpad for the convolution and its reorders: they run one after the other.
   scratchpad = region(memory::desc({memory::dim(std::max<size_t>(scratch, 1))}, Type::u8, Tag::x));
-  if (promised == 0) promised = workspace;
+  if (!built) promised = workspace <= limit ? workspace : 0, built = true;
   own_workspace = workspace > promised ? Buffer(workspace) : Buffer();
 }
 
-OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision)
+OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+                       size_t workspace_limit)
     : impl_(std::make_unique<Impl>()) {
   NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
                     g.stride > 0 && g.pad >= 0 && g.P() > 0 && g.Q() > 0,
@@ -281,7 +284,7 @@ OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precisi
                       onednn_library().isa + ")",
                   describe(g), "use fp32, or lift DNNL_MAX_CPU_ISA / NOSTRUM_MAX_ISA");
   Impl& m = *impl_;
-  m.g = g, m.pass = pass, m.precision = precision;
+  m.g = g, m.pass = pass, m.precision = precision, m.limit = workspace_limit;
   try {
     m.build();
   } catch (const dnnl::error& e) {
