@@ -82,7 +82,7 @@ TEST_CASE("oneDNN conv: an object called at another thread count recreates its p
   omp_set_num_threads(saved);
 }
 
-TEST_CASE("oneDNN conv: the library reports its version and ISA; bad use is refused", "[onednn]") {
+TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is refused", "[onednn]") {
   const auto& library = nostrum::kernels::onednn_library();
   INFO("oneDNN " << library.version << " isa " << library.isa);
   CHECK(library.version.rfind("2.", 0) == 0);
