@@ -10,7 +10,6 @@
 
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
-#include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
 #include "setup.hpp"
 
@@ -90,7 +89,6 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.ranks = run.plan.ranks;
   r.threads = run.plan.threads;
   r.global_batch = run.plan.global_batch;
-  r.openblas_core = kernels::blas_core_name();
   r.onednn_version = kernels::onednn_library().version;
   r.onednn_isa = kernels::onednn_library().isa;
   r.parameters = static_cast<int64_t>(run.model->parameter_count());
@@ -121,7 +119,6 @@ std::string result_json(const RunResult& r) {
       {"ranks", r.ranks},
       {"threads_per_rank", r.threads},
       {"global_batch", r.global_batch},
-      {"openblas_core", r.openblas_core},
       {"onednn", {{"version", r.onednn_version}, {"isa", r.onednn_isa}}},
   };
   for_each_field(r.state, [&](const StateField& f, const auto& value) {
@@ -170,7 +167,6 @@ RunResult parse_result_json(const std::string& text) {
   r.ranks = field<int>(j, "ranks");
   r.threads = field<int>(j, "threads_per_rank");
   r.global_batch = field<int64_t>(j, "global_batch");
-  if (j.contains("openblas_core")) r.openblas_core = field<std::string>(j, "openblas_core");
   if (j.contains("onednn")) {
     r.onednn_version = field<std::string>(j, "onednn.version");
     r.onednn_isa = field<std::string>(j, "onednn.isa");

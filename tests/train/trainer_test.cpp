@@ -239,7 +239,6 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.bucket_floats = {250000, 62500, 15254};
   r.rank_cores = 2;
   r.overlap = true;
-  r.openblas_core = "SkylakeX";
   r.onednn_version = "2.6.3";
   r.onednn_isa = "avx512_core_bf16";
   const std::string text = train::result_json(r);
@@ -260,7 +259,6 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.rank_cores == 2);
   CHECK(back.overlap);
   CHECK(back.precision == "bf16");
-  CHECK(back.openblas_core == "SkylakeX");
   CHECK(back.onednn_version == "2.6.3");
   CHECK(back.onednn_isa == "avx512_core_bf16");
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
