@@ -41,6 +41,9 @@ struct RunResult {
   bool overlap = false;  // the allreduce overlaps backward (or would, with more than one rank)
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
   uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
+  // Each conv pass's kernel: kernels::conv_choices_to_json of the table the model ran (shape,
+  // pass, every candidate's time, the chosen one, how it was chosen); "" if unrecorded.
+  std::string conv_kernels;
 };
 
 // The summary of a run that has ended (state.status is not kRunning); checksums given.

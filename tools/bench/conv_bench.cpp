@@ -280,6 +280,9 @@ int main(int argc, char** argv) try {
   double total_flops = 0.0, total_seconds = 0.0;
   // Per pass, the step's seconds of nostrum's first mode and of oneDNN (--onednn).
   double nostrum_pass[3] = {0, 0, 0}, onednn_pass[3] = {0, 0, 0};
+  double faster_pass[3] = {0, 0, 0};  // the faster of the two, conv by conv
+  int onednn_wins[3] = {0, 0, 0}, compared = 0;
+  double first_mode[3] = {0, 0, 0};  // this conv's nostrum times (fwd, bwd-d, bwd-w)
   std::vector<unsigned char> workspace;
   auto report = [&](const nostrum::bench::NamedConv& c, const std::string& threading,
                     const std::string& algorithm, double fwd, double bwd_d, double bwd_w,
@@ -326,6 +329,7 @@ int main(int argc, char** argv) try {
         total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
         nostrum_pass[0] += c.count * fwd, nostrum_pass[1] += stem ? 0 : c.count * bwd_d;
         nostrum_pass[2] += c.count * bwd_w;
+        first_mode[0] = fwd, first_mode[1] = bwd_d, first_mode[2] = bwd_w;
       }
     if (!opt.onednn) continue;
     // oneDNN: the three primitives created once (not timed), then timed like nostrum's modes.
@@ -348,10 +352,19 @@ int main(int argc, char** argv) try {
                              backward_data.implementation() + "\", \"" +
                              backward_weights.implementation() + "\"]";
     report(c, "onednn", "onednn", fwd, bwd_d, bwd_w, impl);
-    std::printf("    oneDNN %s | %s | %s\n", forward.implementation().c_str(),
-                backward_data.implementation().c_str(), backward_weights.implementation().c_str());
+    std::printf("    oneDNN %s | %s | %s; workspace %.1f / %.1f / %.1f MB\n",
+                forward.implementation().c_str(), backward_data.implementation().c_str(),
+                backward_weights.implementation().c_str(), forward.workspace_bytes() / 1e6,
+                backward_data.workspace_bytes() / 1e6, backward_weights.workspace_bytes() / 1e6);
     onednn_pass[0] += c.count * fwd, onednn_pass[1] += stem ? 0 : c.count * bwd_d;
     onednn_pass[2] += c.count * bwd_w;
+    const double mine[3] = {fwd, bwd_d, bwd_w};
+    ++compared;
+    for (int p = 0; p < 3; ++p) {
+      if (p == 1 && stem) continue;
+      faster_pass[p] += c.count * std::min(first_mode[p], mine[p]);
+      onednn_wins[p] += mine[p] < first_mode[p];
+    }
   }
   std::printf(
       "# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
@@ -366,14 +379,21 @@ int main(int argc, char** argv) try {
         "%.3f, backward-weights %.3f / %.3f, all %.3f / %.3f (oneDNN/nostrum time %.2f)\n",
         nostrum_pass[0], onednn_pass[0], nostrum_pass[1], onednn_pass[1], nostrum_pass[2],
         onednn_pass[2], nostrum_total, onednn_total, onednn_total / nostrum_total);
+    const double faster_total = faster_pass[0] + faster_pass[1] + faster_pass[2];
+    std::printf(
+        "# the faster of the two conv by conv: forward %.3f, backward-data %.3f, backward-weights "
+        "%.3f, all %.3f s (%.2f of nostrum's time); oneDNN faster on %d / %d / %d of %d convs\n",
+        faster_pass[0], faster_pass[1], faster_pass[2], faster_total, faster_total / nostrum_total,
+        onednn_wins[0], onednn_wins[1], onednn_wins[2], compared);
     std::printf(
         "{\"summary\": \"step\", \"threads\": %d, \"precision\": \"%s\", \"onednn\": \"%s\", "
         "\"onednn_isa\": \"%s\", \"nostrum_s\": [%.4f, %.4f, %.4f], \"onednn_s\": [%.4f, %.4f, "
-        "%.4f]}\n",
+        "%.4f], \"faster_s\": [%.4f, %.4f, %.4f]}\n",
         omp_get_max_threads(), nostrum::kernels::precision_name(opt.precision),
         nostrum::kernels::onednn_library().version.c_str(),
         nostrum::kernels::onednn_library().isa.c_str(), nostrum_pass[0], nostrum_pass[1],
-        nostrum_pass[2], onednn_pass[0], onednn_pass[1], onednn_pass[2]);
+        nostrum_pass[2], onednn_pass[0], onednn_pass[1], onednn_pass[2], faster_pass[0],
+        faster_pass[1], faster_pass[2]);
   }
   return 0;
 } catch (const nostrum::Error& e) {
