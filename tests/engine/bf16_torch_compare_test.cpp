@@ -13,6 +13,7 @@
 // 2^-3 for logits and loss (a broken kernel gives O(1)). Gradients: the worst parameter tensor.
 // Loss: nostrum's bf16 loss within a Taylor bound (loss_difference_bound) of PyTorch's bf16 loss
 // at the two sets of bf16 logits.
+#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
 #include "model_compare.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/model/model.hpp"
 
 using namespace nostrum;
@@ -40,9 +42,22 @@ struct Step {
   std::vector<std::string> names;
 };
 
-// One training step of a model with these weights in `precision`.
+// Every conv pass of m on one candidate (wherever it fits; the fixed rule elsewhere).
+void force_conv_kernel(model::Model& m, kernels::Precision precision, const std::string& name) {
+  kernels::ConvKernelRequest request;
+  request.mode = kernels::ConvKernelMode::kForced;
+  request.forced = name;
+  std::vector<std::string> notes;
+  m.set_conv_kernels(kernels::select_conv_kernels(m.conv_pass_shapes(), precision,
+                                                  omp_get_max_threads(), request, &notes));
+  for (const auto& row : m.conv_kernels().rows) REQUIRE(row.chosen == name);  // it fits them all
+}
+
+// One training step of a model with these weights in `precision`, every conv on `conv_kernel`
+// ("" for the kernels the model was built with).
 Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision precision,
-                  const std::vector<float>& images, const std::vector<int32_t>& labels) {
+                  const std::vector<float>& images, const std::vector<int32_t>& labels,
+                  const std::string& conv_kernel = "") {
   model::ModelConfig config;
   config.name = c.name;
   config.num_classes = c.classes;
@@ -50,6 +65,7 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
   config.precision = precision;
   auto m = model::Model::create(config);
   m->build(c.batch, c.size, c.size);
+  if (!conv_kernel.empty()) force_conv_kernel(*m, precision, conv_kernel);
   io::load_weights(weights, m->parameters());
   Step s;
   const float* logits = m->forward(images.data(), c.batch, true);
@@ -107,7 +123,8 @@ double worst_grad(const Step& a, const std::string& ref, const std::string& grou
   return worst;
 }
 
-void compare(const Case& c) {
+// conv_kernel: the bf16 step's convolutions all on that candidate ("": as the model builds them).
+void compare(const Case& c, const std::string& conv_kernel = "") {
   // Weights: the model's init with BN parameters as torch_compare_test.cpp sets them (small last
   // gammas keep a batch-2 deep ResNet's gradients well-conditioned).
   {
@@ -131,7 +148,8 @@ void compare(const Case& c) {
   const auto images = read_dataset<float>(ref, "images");
   const auto labels = read_dataset<int32_t>(ref, "labels");
   const Step fp32 = nostrum_step(c, weights, kernels::Precision::kFp32, images, labels);
-  const Step bf16 = nostrum_step(c, weights, kernels::Precision::kBf16, images, labels);
+  const Step bf16 =
+      nostrum_step(c, weights, kernels::Precision::kBf16, images, labels, conv_kernel);
   const auto torch_fp32_logits = read_dataset<float>(ref, "fp32/logits");
   const auto torch_bf16_logits = read_dataset<float>(ref, "bf16/logits");
   const double torch_fp32_loss = read_dataset<double>(ref, "fp32/loss")[0];
@@ -198,4 +216,14 @@ TEST_CASE("resnet8 bf16 against fp32 and PyTorch bf16 autocast", "[bf16][torch]"
 
 TEST_CASE("resnet50 bf16 against fp32 and PyTorch bf16 autocast", "[bf16][torch]") {
   compare({"resnet50", 11, 3, 2, 64});
+}
+
+TEST_CASE("resnet8 bf16 on oneDNN's convolutions against fp32 and PyTorch bf16 autocast",
+          "[bf16][torch][onednn]") {
+  compare({"resnet8", 10, 1, 4, 28}, "onednn_bf16");
+}
+
+TEST_CASE("resnet50 bf16 on oneDNN's convolutions against fp32 and PyTorch bf16 autocast",
+          "[bf16][torch][onednn]") {
+  compare({"resnet50", 11, 3, 2, 64}, "onednn_bf16");
 }

@@ -2,6 +2,7 @@
 // PyTorch) and batch give the same logits, loss, every parameter gradient and the updated BN
 // running statistics; and PyTorch -> HDF5 -> nostrum -> HDF5 -> PyTorch is bit-identical.
 // Relative error of a tensor: ||nostrum - torch||_2 / ||torch||_2.
+#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
 #include "model_compare.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/model/model.hpp"
 
 using namespace nostrum;
@@ -21,13 +23,23 @@ namespace {
 using Case = nostrum::testing::ModelCase;
 using nostrum::testing::relative_error;
 
-void compare_with_torch(const Case& c) {
+// conv_kernel: every conv pass on that candidate ("": the kernels the model builds with).
+void compare_with_torch(const Case& c, const std::string& conv_kernel = "") {
   model::ModelConfig config;
   config.name = c.name;
   config.num_classes = c.classes;
   config.in_channels = c.channels;
   auto m = model::Model::create(config);
   m->build(c.batch, c.size, c.size);
+  if (!conv_kernel.empty()) {
+    kernels::ConvKernelRequest request;
+    request.mode = kernels::ConvKernelMode::kForced;
+    request.forced = conv_kernel;
+    std::vector<std::string> notes;
+    m->set_conv_kernels(kernels::select_conv_kernels(
+        m->conv_pass_shapes(), kernels::Precision::kFp32, omp_get_max_threads(), request, &notes));
+    for (const auto& row : m->conv_kernels().rows) REQUIRE(row.chosen == conv_kernel);
+  }
   m->init(5);
   // Non-trivial BN affine parameters and statistics, so their gradients and updates are tested
   // (small last gammas: with them PyTorch fp32 vs fp64 agree to 1e-5, so 1e-4 is a meaningful
@@ -48,7 +60,7 @@ void compare_with_torch(const Case& c) {
   m->backward();
   const auto torch_logits = read_dataset<float>(ref, "logits");
   const double torch_loss = read_dataset<double>(ref, "loss")[0];
-  INFO("model " << c.name);
+  INFO("model " << c.name << " conv kernel " << (conv_kernel.empty() ? "built-in" : conv_kernel));
   CHECK(relative_error(logits, torch_logits.data(), torch_logits.size()) < 1e-4);
   CHECK(std::abs(loss - torch_loss) / std::abs(torch_loss) < 1e-4);
   double worst = 0;
@@ -88,6 +100,14 @@ TEST_CASE("resnet18 matches PyTorch: logits, loss, gradients, BN statistics", "[
 
 TEST_CASE("resnet50 matches PyTorch: logits, loss, gradients, BN statistics", "[engine][torch]") {
   compare_with_torch({"resnet50", 11, 3, 2, 64});
+}
+
+TEST_CASE("resnet8 on oneDNN's convolutions matches PyTorch", "[engine][torch][onednn]") {
+  compare_with_torch({"resnet8", 10, 1, 4, 28}, "onednn");
+}
+
+TEST_CASE("resnet50 on oneDNN's convolutions matches PyTorch", "[engine][torch][onednn]") {
+  compare_with_torch({"resnet50", 11, 3, 2, 64}, "onednn");
 }
 
 TEST_CASE("PyTorch -> HDF5 -> nostrum -> HDF5 -> PyTorch is bit-identical", "[engine][torch]") {
