@@ -69,6 +69,12 @@ TEST_CASE("oneDNN bf16 candidate: every pass prepared once, run at the batch and
   check_candidate(candidate, Precision::kBf16);
 }
 
+TEST_CASE("oneDNN bf16 conv: backward-data accumulates a large batch chunk by chunk",
+          "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  check_accumulate_in_chunks(Precision::kBf16);
+}
+
 TEST_CASE("oneDNN bf16 conv: refused naming the feature where bf16 is not native",
           "[any-cpu][onednn]") {
   if (nostrum::kernels::onednn_bf16_native()) return;  // nothing to refuse here

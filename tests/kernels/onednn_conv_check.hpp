@@ -258,6 +258,29 @@ inline void check_candidate(const nostrum::kernels::ConvCandidate& candidate, Pr
   }
 }
 
+// Backward-data accumulating in chunks of images (the batch's gradient over the 16 MiB sum
+// buffer): chunks of 3 of 6 images (1x1), of 1 of 17 (3x3 stride 2, 17 prime); overwriting too.
+inline void check_accumulate_in_chunks(Precision p) {
+  for (const ConvGeometry& g : {geometry(6, 64, 64, 256, 3, 1, 1, 1, 0),
+                                geometry(17, 64, 64, 64, 2, 3, 3, 2, 1)}) {
+    std::mt19937 rng(uint32_t(g.N));
+    const Tensors t = random_tensors(g, rng);
+    const Reference ref(g, t);
+    OnednnConv conv(g, OnednnPass::kBackwardData, p);
+    Workspace ws(conv);
+    INFO(name(g) << " workspace " << conv.workspace_bytes() << " bytes");
+    CHECK(conv.workspace_bytes() < size_t(g.N) * g.H * g.W * g.C * sizeof(float));  // chunked
+    for (bool accumulate : {true, false}) {
+      auto d_in = nan_filled(t.in.size());
+      if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), d_in.begin());
+      conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data());
+      ws.require_guard(name(g));
+      require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, p,
+                    accumulate ? &t.d_in_base : nullptr, name(g) + (accumulate ? " d_in +=" : " d_in"));
+    }
+  }
+}
+
 // Odd shapes: every kind of remainder and padding (the tests' shapes of conv2d_test.cpp and
 // bf16_conv_test.cpp).
 inline std::vector<ConvGeometry> odd_shapes() {

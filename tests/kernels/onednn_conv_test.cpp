@@ -124,3 +124,7 @@ TEST_CASE("oneDNN fp32 candidate: every pass prepared once, run at the batch and
   CHECK_FALSE(candidate.supports(Precision::kBf16));
   check_candidate(candidate, Precision::kFp32);
 }
+
+TEST_CASE("oneDNN fp32 conv: backward-data accumulates a large batch chunk by chunk", "[onednn]") {
+  check_accumulate_in_chunks(Precision::kFp32);
+}

@@ -54,6 +54,10 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+// Backward-data accumulating adds its gradient into d_in through a buffer of at most this many
+// bytes (a chunk of whole images; one image at least).
+constexpr size_t kSumBudgetBytes = size_t(16) << 20;
+
 std::string describe(const ConvGeometry& g) {
   return "oneDNN conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) +
          " W=" + std::to_string(g.W) + " C=" + std::to_string(g.C) + " K=" + std::to_string(g.K) +
@@ -151,6 +155,13 @@ struct OnednnConv::Impl {
     size_t offset = 0;
   };
   Region weights, activation, gradient, weight_gradient, sum, scratchpad;
+  // Backward-data accumulating: oneDNN 2.x has no sum post-op there, so the gradient of a chunk of
+  // `chunk` images goes to `sum` and is added into d_in, chunk by chunk (NHWC: a chunk of images
+  // is contiguous). chunk == N: the whole batch at once, on the pass's own primitive; otherwise
+  // on chunk_conv, the same convolution for `chunk` images on the same weight layout.
+  int chunk = 0;
+  dnnl::primitive chunk_conv;
+  memory chunk_diff_dst;  // a chunk's output gradient (fp32 or bf16), its handle set per chunk
   size_t workspace = 0;  // bytes of the whole layout
   size_t limit = SIZE_MAX;  // the most the caller's workspace holds
   bool built = false;
@@ -244,7 +255,37 @@ void OnednnConv::Impl::build() {
       scratch = std::max(scratch, pd.scratchpad_desc().get_size());
       prepare_weights(pd.weights_desc());
       prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient);
-      sum = region(in_md);  // the gradient before it is added into d_in (accumulate calls)
+      // The chunk: the most images dividing N whose fp32 gradient fits kSumBudgetBytes.
+      const size_t image_bytes = size_t(C) * H * W * sizeof(float);
+      chunk = 1;
+      for (int d = g.N; d >= 1; --d)
+        if (g.N % d == 0 && size_t(d) * image_bytes <= kSumBudgetBytes) {
+          chunk = d;
+          break;
+        }
+      chunk_conv = dnnl::primitive();
+      if (chunk < g.N) {
+        const memory::desc chunk_in({chunk, C, H, W}, Type::f32, Tag::nhwc),
+            chunk_out({chunk, K, P, Q}, operand, Tag::nhwc);
+        const dnnl::convolution_forward::desc chunk_forward(
+            dnnl::prop_kind::forward_training, algorithm, memory::desc({chunk, C, H, W}, operand, Tag::nhwc),
+            pd.weights_desc(), memory::desc({chunk, K, P, Q}, Type::f32, Tag::nhwc), strides, pad_l,
+            pad_r);
+        const dnnl::convolution_backward_data::desc chunk_desc(
+            algorithm, chunk_in, pd.weights_desc(), chunk_out, strides, pad_l, pad_r);
+        try {
+          const dnnl::convolution_backward_data::primitive_desc chunk_pd(
+              chunk_desc, attr, cpu_engine(),
+              dnnl::convolution_forward::primitive_desc(chunk_forward, attr, cpu_engine()));
+          chunk_conv = dnnl::convolution_backward_data(chunk_pd);
+          scratch = std::max(scratch, chunk_pd.scratchpad_desc().get_size());
+          chunk_diff_dst = memory(chunk_out, cpu_engine(), DNNL_MEMORY_NONE);
+          sum = region(chunk_in);
+        } catch (const dnnl::error&) {
+          chunk = g.N;  // not on this weight layout: the whole batch at once
+        }
+      }
+      if (chunk == g.N) sum = region(in_md);
       break;
     }
     case OnednnPass::kBackwardWeights: {
@@ -300,6 +341,12 @@ OnednnConv& OnednnConv::operator=(OnednnConv&&) noexcept = default;
 
 namespace {
 
+// dst[i] += add[i] on the pool.
+void add_into(float* dst, const float* add, int64_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
+}
+
 void require_pass(OnednnPass have, OnednnPass want, const char* call, const ConvGeometry& g) {
   NOSTRUM_CHECK(have == want, Error,
                 std::string("OnednnConv::") + call + " on a " + onednn_pass_name(have) + " object",
@@ -332,16 +379,32 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
                d_in_user = m.user(m.in_md, d_in);
   if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
   if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
-                                {DNNL_ARG_WEIGHTS, m.weight_in ? m.weights.m : weight_user},
-                                {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
-  cpu_stream().wait();
-  if (accumulate) {
-    const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
-    const int64_t count = int64_t(m.g.N) * m.g.H * m.g.W * m.g.C;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < count; ++i) d_in[i] += add[i];
+  const memory& diff_dst = m.gradient_in ? m.gradient.m : d_out_user;
+  const memory& weights = m.weight_in ? m.weights.m : weight_user;
+  if (!accumulate || m.chunk == m.g.N) {
+    m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
+                                  {DNNL_ARG_WEIGHTS, weights},
+                                  {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
+                                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    cpu_stream().wait();
+    if (accumulate) add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
+                             int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
+    return;
+  }
+  // Chunk by chunk: images [n, n + chunk) of d_out (fp32, or its bf16 copy) -> sum -> d_in.
+  const int64_t in_chunk = int64_t(m.chunk) * m.g.H * m.g.W * m.g.C;
+  const size_t out_chunk_bytes = size_t(m.chunk) * m.g.P() * m.g.Q() * m.g.K *
+                                 (m.precision == Precision::kBf16 ? 2 : sizeof(float));
+  char* diff_dst_base = static_cast<char*>(diff_dst.get_data_handle());
+  const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
+  for (int n = 0, i = 0; n < m.g.N; n += m.chunk, ++i) {
+    m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
+    m.chunk_conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, m.chunk_diff_dst},
+                                        {DNNL_ARG_WEIGHTS, weights},
+                                        {DNNL_ARG_DIFF_SRC, m.sum.m},
+                                        {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    cpu_stream().wait();
+    add_into(d_in + i * in_chunk, add, in_chunk);
   }
 }
 
