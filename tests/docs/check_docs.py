@@ -19,6 +19,8 @@ every *.md below the root):
      results/ folder (a generated scaling.md, say) may instead have its record in a README.md of that
      results folder: a line there that names the file (or the run folder holding it) and a CPU and a
      date.
+  5. Every option nostrum-train declares (src/train/train_options.cpp: a line opening with
+     ("name", ...)) is explained in src/train/README.md, the one reference of its options.
 Prints one line per problem, naming the file and line, and exits 1 if there is any.
 
 usage: check_docs.py [--root DIR] [--max-readme-lines N]
@@ -173,6 +175,25 @@ def check_results_tables(root, doc, lines, problems):
                             "in a results/ folder, its README.md may record them)")
 
 
+OPTION_DECL = re.compile(r'^\s*\("([a-z][a-z0-9-]*)(?:,[a-z])?"\s*,', re.MULTILINE)
+
+
+def check_train_options(root, problems):
+    source = os.path.join(root, "src", "train", "train_options.cpp")
+    reference = os.path.join(root, "src", "train", "README.md")
+    if not os.path.isfile(source):
+        return
+    with open(source, encoding="utf-8") as f:
+        declared = OPTION_DECL.findall(f.read())
+    if not declared:
+        problems.append("src/train/train_options.cpp: no option declarations found (has their form changed?)")
+    text = open(reference, encoding="utf-8").read() if os.path.isfile(reference) else ""
+    for name in declared:
+        if name != "help" and not re.search(r"--" + re.escape(name) + r"(?![a-z0-9-])", text):
+            problems.append(f"src/train/README.md: option --{name} (src/train/train_options.cpp) "
+                            "is not explained there")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -198,6 +219,8 @@ def main():
             for m in CODE_SPAN.finditer(LINK.sub("", line)):
                 check_code_path(root, doc, lineno, m.group(1), problems)
         check_results_tables(root, doc, lines, problems)
+
+    check_train_options(root, problems)
 
     for p in problems:
         print(p)
