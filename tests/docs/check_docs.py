@@ -13,12 +13,12 @@ every *.md below the root):
      document: a renamed file cannot leave its old name behind in the prose. Spans with placeholders
      (<...>, *, {...}, $VAR, '...') and generated trees (build/, runs/, data/) are not paths to check.
   4. Every results table (a Markdown table whose header names a measured quantity: images/s, GFLOP/s,
-     time-to-solution, ms/step, ...) names a CPU and a date (YYYY-MM-DD), in its own cells or in the
-     text of its section above it (from the nearest heading down to the table); where the CPU cannot
-     be established, the words "CPU not recorded" say so honestly and count as naming it. A file inside a
-     results/ folder (a generated scaling.md, say) may instead have its record in a README.md of that
-     results folder: a line there that names the file (or the run folder holding it) and a CPU and a
-     date.
+     time-to-solution, ms/step, ...) names a CPU and a date (YYYY-MM-DD; YYYY-MM for a published
+     figure), in its own cells or in the text of its section above it (from the nearest heading down
+     to the table). Where the CPU cannot be established, the words "CPU not recorded" say so and
+     count as naming it. A file inside a results/ folder (a generated scaling.md, say) may instead
+     have its record in a README.md of that results folder: a line there that names the file (or
+     the run folder holding it) and a CPU and a date.
   5. Every option nostrum-train declares (src/train/train_options.cpp: a line opening with
      ("name", ...)) is explained in src/train/README.md, the one reference of its options.
 Prints one line per problem, naming the file and line, and exits 1 if there is any.
@@ -43,7 +43,7 @@ CPU = re.compile(
     r"\bAMD\b|\bIntel\b|EPYC|Xeon|Zen ?\d|Neoverse|Graviton|Ampere|Cortex|aarch64|arm64|"
     r"family \d+,? model \d+|GenuineIntel|AuthenticAMD|CPU not recorded",
     re.IGNORECASE)
-DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+DATE = re.compile(r"\b(?:19|20)\d\d-[01]\d(?:-[0-3]\d)?\b")  # YYYY-MM-DD, or YYYY-MM for a publication
 LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
