@@ -85,7 +85,11 @@ def github_anchor(heading):
     return text.replace(" ", "-")
 
 
-def anchors_of(path, cache={}):
+_anchors = {}  # path -> the anchors of its headings, read once
+
+
+def anchors_of(path):
+    cache = _anchors
     if path not in cache:
         seen, anchors = {}, set()
         with open(path, encoding="utf-8") as f:
