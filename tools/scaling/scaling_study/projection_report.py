@@ -16,7 +16,10 @@ def input_lines(node, net, rcp, options):
     out += [f"{k}: {v}" for k, v in node.sources.items()]
     out.append(f"network: {net['name']} ({net.get('source') or net.get('description', 'no source given')}; "
                f"{net['latency_us']} us, {net['bandwidth_GBps']} GB/s, {net.get('algorithm', 'rabenseifner')}; {shown(net['path'])})")
-    out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {shown(rcp['path'])}")
+    if options.get("epochs") is not None:
+        out.append(f"epochs: {options['epochs']:g}, given (--epochs: a fixed budget; the RCPs unused)")
+    else:
+        out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {shown(rcp['path'])}")
     if node.model != "resnet50":
         out.append(f"NOTE: the RCPs are ResNet-50's on ImageNet; this study's model is {node.model}")
     out.append(f"dataset: {options['train_images']} training, {options['val_images']} validation images; "
