@@ -217,7 +217,7 @@ def run_text(run, node, net, rows):
     for r in rows:
         p, ref = r["projected"], r["published"]
         eff_pub = ("-" if ref["efficiency"] is None or ref["self_point"] else
-                   ("≥" if ref.get("bound") == "at least" else "") + f"{ref['efficiency']:.2f}"
+                   (">=" if ref.get("bound") == "at least" else "") + f"{ref['efficiency']:.2f}"
                    + ("" if ref["efficiency_how"] == "published" else "*"))
         own = (f"{_min(p['tts_own_epochs_s'])} ({p['own_epochs']:g} ep, {_pct(p.get('tts_own_error'))})"
                if p.get("tts_own_epochs_s") else "-")
