@@ -24,8 +24,9 @@ def input_lines(node, net, rcp, options):
         out.append(f"NOTE: the RCPs are ResNet-50's on ImageNet; this study's model is {node.model}")
     out.append(f"dataset: {options['train_images']} training, {options['val_images']} validation images; "
                f"evaluation after epoch {first_evaluation(options['eval_every'], options['eval_offset'])}, "
-               f"then every {options['eval_every']} (--eval-every, --eval-offset); a run trains to the first "
-               "evaluation at or after the epochs it needs")
+               f"then every {options['eval_every']} (--eval-every, --eval-offset); "
+               + ("a run trains its --epochs and passes the evaluations within them" if options.get("epochs") is not None
+                  else "a run trains to the first evaluation at or after the epochs it needs"))
     memory = options.get("node_memory_gb")
     out.append(f"node memory: {memory:g} GB ({options['memory_source']})" if memory else
                "node memory: NOT CHECKED (no --node-memory-gb and none in the network profile)")
