@@ -3,8 +3,6 @@ inputs: each run's node (its published images/s a node, ranks, threads, gradient
 network's figures, its epochs (given, or the RCP's to 75.9 %) and its evaluation schedule; nothing
 is taken from the outcome. Printed beside the publication: images/s, efficiency and
 time-to-solution at each published node count, with the error."""
-import math
-
 from .common import ScalingError, data_file, read_json, shown
 from .model import link
 from .node import ASSUMED_BACKWARD_SHARE, NodeCompute
@@ -54,9 +52,9 @@ def run_node(run, spread=None, spread_source=None):
                                   "source": f"published: {n['images_per_second']:g} images/s a node"}}
     for p in run["points"]:
         if p["local_batch"] not in batches:
-            batches[p["local_batch"]] = {"compute_s": step(p["local_batch"]), "data_wait_s": 0.0,
-                                         "source": f"ASSUMED: {n['images_per_second']:g} images/s a node at local batch "
-                                                   f"{p['local_batch']} too (published at {n['local_batch']} only)"}
+            note = (f"ASSUMED: {n['images_per_second']:g} images/s a node at local batch {p['local_batch']} too "
+                    f"(published at {n['local_batch']} only)")
+            batches[p["local_batch"]] = {"compute_s": step(p["local_batch"]), "data_wait_s": 0.0, "source": note}
     g = run["gradients"]
     floats = bucket_floats(g)
     total, done, ready = sum(floats), 0.0, []
@@ -77,8 +75,8 @@ def run_node(run, spread=None, spread_source=None):
                               f"({run['threads_per_rank']['source']})"),
         "communication cores": f"{'a core of its own' if comm else 'none of its own'} ({run['comm_cores']['source']})",
         "gradient buckets": (f"{len(floats)} bucket(s), {total * g['bytes_per_value'] / 1e6:.1f} MB "
-                             f"({g['bytes_per_value']} bytes a value), {'overlapped with' if g['overlap'] else 'after'} "
-                             f"backward: {g['source']}"),
+                             f"({g['bytes_per_value']} bytes a value), "
+                             f"{'overlapped with' if g['overlap'] else 'after'} backward: {g['source']}"),
         "backward share": "ASSUMED 2/3 of compute (not published)",
         "compute spread": (f"{100 * given:.1f} % of compute, " + (spread_source or run["compute_spread"]["source"])
                            if given else f"none ({run['compute_spread']['source']}): no straggler wait"),
@@ -123,8 +121,8 @@ def project_point(run, node, net, rcp, point):
     if has_epochs and row.get("time_to_solution_s"):
         out["tts_s"] = row["time_to_solution_s"]
         out["epochs"] = row["trained_epochs_mean"]
-        out["epochs_how"] = ("given" if given is not None else
-                             f"RCP, to the next evaluation ({row['trained_epochs_min']:g}-{row['trained_epochs_max']:g})")
+        band = f"{row['trained_epochs_min']:g}-{row['trained_epochs_max']:g}"
+        out["epochs_how"] = "given" if given is not None else f"RCP, to the next evaluation ({band})"
     if needed is not None and given is None:
         trained = stopping_epoch(needed, every, offset)
         own = project(node, net, rcp, [point["nodes"]], epochs=trained, **kwargs)[0]
@@ -181,7 +179,8 @@ def within_target(row):
     if "efficiency_points" in p:
         bound = row["published"].get("bound")
         diff = p["efficiency_points"]
-        verdicts.append(diff >= -100 * EFFICIENCY_TARGET if bound == "at least" else abs(diff) <= 100 * EFFICIENCY_TARGET)
+        limit = 100 * EFFICIENCY_TARGET
+        verdicts.append(diff >= -limit if bound == "at least" else abs(diff) <= limit)
     return all(verdicts) if verdicts else None
 
 
@@ -209,7 +208,8 @@ def run_text(run, node, net, rows):
         pub = r["point"]["published"]
         for key in ("tts_source", "images_per_second_source", "efficiency_source"):
             if pub.get(key):
-                lines.append(f"  published {key.split('_source')[0].replace('_', ' ')} at {r['point']['nodes']} nodes: {pub[key]}")
+                what = key.split("_source")[0].replace("_", " ")
+                lines.append(f"  published {what} at {r['point']['nodes']} nodes: {pub[key]}")
     header = ("nodes", "ranks", "local", "global", "exposed ms (wait)", "images/s proj", "publ", "err",
               "eff proj", "publ", "points", "epochs", "TTS min proj", "publ", "err", "at the run's epochs", "target")
     lines.append("| " + " | ".join(header) + " |")
@@ -288,7 +288,7 @@ def spread_to_close(run, point_index, rcp=None):
     for _ in range(40):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if check_efficiency(run, point, mid, rcp) > ref["efficiency"] else (lo, mid)
-    return (lo + hi) / 2 if not math.isnan(lo) else None
+    return (lo + hi) / 2
 
 
 def check_efficiency(run, point, spread, rcp):
