@@ -107,6 +107,16 @@ class MlperfIntelByHand(unittest.TestCase):
         self.assertTrue(within_target(self.row))  # +2.7 % against the logs' 88.62 minutes
 
 
+class EfficiencyOverTheInputsOwnPoint(unittest.TestCase):
+    def test_the_allreduce_a_multi_node_rate_already_holds_cancels(self):
+        # SURFsara 64 -> 448: the 64-node rate holds its own allreduce, which the model adds again;
+        # efficiency is over the model's rate at 64 nodes, so the input's own point is exactly 1
+        run = next(r for r in load_published()["runs"] if r["id"] == "surfsara-stampede2-64")
+        node, net, rows = check(run)
+        self.assertLess(rows[0]["projected"]["images_per_second"], 64 * 98.5)  # the allreduce added again
+        self.assertAlmostEqual(rows[0]["projected"]["efficiency"], 1.0, places=12)
+
+
 class Table(unittest.TestCase):
     def test_every_run_input_has_a_source(self):
         for run in load_published()["runs"]:
