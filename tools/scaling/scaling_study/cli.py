@@ -70,9 +70,9 @@ Measured error (local cluster, 2 isolated 1-CPU nodes, tbf-shaped link, weak sca
   Table and causes: slurm/README.md, "Measured error".
 Against published runs (scaling-study published): time-to-solution within 5 % at 16 nodes (MLPerf
   v2.1/v3.0 Intel) and for the epoch arithmetic at 64 and 2,048 nodes, where the per-node rate is
-  the run's own; against real scaling (Dell Zenith to 314 nodes, SURFsara 64 to 448) optimistic by
-  11-33 points: compute at small local batches, stragglers and contention are not in it
-  (tools/scaling/published/README.md).
+  the run's own; against real scaling (EC2 64 to 128 nodes, Dell Zenith to 314, SURFsara 64 to 448)
+  optimistic by 6.5-33 points: compute at small local batches, the shared fabric's contention and
+  stragglers are not in it (tools/scaling/published/README.md).
 Standard library and Debian's python3-matplotlib only.
 """
 import argparse

@@ -4,7 +4,7 @@ network's figures, its epochs (given, or the RCP's to 75.9 %) and its evaluation
 is taken from the outcome. Printed beside the publication: images/s, efficiency and
 time-to-solution at each published node count, with the error."""
 from .common import ScalingError, data_file, read_json, shown
-from .model import link
+from .model import expected_max_of_normals, link
 from .node import ASSUMED_BACKWARD_SHARE, NodeCompute
 from .project import IMAGENET_TRAIN, IMAGENET_VAL, project, stopping_epoch
 from .rcp import load_rcp
@@ -262,9 +262,13 @@ def published_main(args):
         for i, r in enumerate(rows):
             if within_target(r) is False and "efficiency_points" in r["projected"] and args.node_spread is None:
                 s = spread_to_close(run, i, rcp)
+                R = run["ranks_per_node"]["value"]
+                p0, p1 = run["node"]["at_nodes"] * R, r["projected"]["ranks"]
                 out.append(f"  diagnostic, not an input: at {r['point']['nodes']} nodes the published efficiency needs "
                            + (f"a compute spread of {100 * s:.1f} % (the straggler wait alone)" if s is not None
-                              else "more than a 50 % compute spread: not stragglers alone"))
+                              else f"more than a 50 % compute spread: the expected slowest of p normals grows only "
+                                   f"from {expected_max_of_normals(p0):.2f} ({p0} ranks, the input's own point) to "
+                                   f"{expected_max_of_normals(p1):.2f} ({p1}): not independent stragglers"))
         out.append("")
         summary += [(run["id"], r) for r in rows]
     if not summary:
