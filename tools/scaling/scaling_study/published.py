@@ -203,25 +203,25 @@ def _min(s):
 
 def run_text(run, node, net, rows):
     alpha, beta, algorithm = link(net, 2, node.ranks_per_node)
-    lines = [f"== {run['id']}: {run['title']}", f"system: {run['system']}; {run['framework']}"]
-    lines += [f"  {k}: {v}" for k, v in node.sources.items()]
-    lines.append(f"  network: {net['name']}, {net['latency_us']:g} us, {net['bandwidth_GBps']:g} GB/s a node "
+    lines = [f"### {run['id']}: {run['title']}", "", f"- system: {run['system']}; {run['framework']}"]
+    lines += [f"- {k}: {v}" for k, v in node.sources.items()]
+    lines.append(f"- network: {net['name']}, {net['latency_us']:g} us, {net['bandwidth_GBps']:g} GB/s a node "
                  f"({beta / 1e9:.3g} GB/s a rank: its {node.ranks_per_node} rank(s) share the link), {algorithm}; "
                  f"topology: {net['topology']}; {net['source']}"
                  + ("" if net.get("verified") else " [NOT VERIFIED against a measurement of this network]"))
     for r in rows:
         e = r["point"].get("epochs")
         if e:
-            lines.append(f"  epochs at {r['point']['nodes']} nodes: " + (f"{e['given']:g} given" if "given" in e else
+            lines.append(f"- epochs at {r['point']['nodes']} nodes: " + (f"{e['given']:g} given" if "given" in e else
                          f"to {e['target']} % top-1 (RCP); the run needed {e.get('needed')}") + f" ({e['source']})")
         pub = r["point"]["published"]
         for key in ("tts_source", "images_per_second_source", "efficiency_source"):
             if pub.get(key):
                 what = key.split("_source")[0].replace("_", " ")
-                lines.append(f"  published {what} at {r['point']['nodes']} nodes: {pub[key]}")
+                lines.append(f"- published {what} at {r['point']['nodes']} nodes: {pub[key]}")
     header = ("nodes", "ranks", "local", "global", "exposed ms (wait)", "images/s proj", "publ", "err",
               "eff proj", "publ", "points", "epochs", "TTS min proj", "publ", "err", "at the run's epochs", "target")
-    lines.append("| " + " | ".join(header) + " |")
+    lines += ["", "| " + " | ".join(header) + " |"]
     lines.append("|" + "---:|" * len(header))
     for r in rows:
         p, ref = r["projected"], r["published"]
@@ -240,9 +240,9 @@ def run_text(run, node, net, rows):
                  _pct(p.get("tts_error")), own, {True: "within", False: "MISS", None: "-"}[verdict]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     if any(r["published"]["efficiency_how"] not in (None, "published") for r in rows):
-        lines.append("  * efficiency derived (over the node input's per-node rate), not published as such")
+        lines.append("\n\\* efficiency derived from the published images/s or time-to-solution, not published as such")
     if run.get("note"):
-        lines.append(f"  note: {run['note']}")
+        lines.append(f"\nNote: {run['note']}")
     return "\n".join(lines)
 
 
@@ -264,7 +264,7 @@ def published_main(args):
                 s = spread_to_close(run, i, rcp)
                 R = run["ranks_per_node"]["value"]
                 p0, p1 = run["node"]["at_nodes"] * R, r["projected"]["ranks"]
-                out.append(f"  diagnostic, not an input: at {r['point']['nodes']} nodes the published efficiency needs "
+                out.append(f"\nDiagnostic, not an input: at {r['point']['nodes']} nodes the published efficiency needs "
                            + (f"a compute spread of {100 * s:.1f} % (the straggler wait alone)" if s is not None
                               else f"more than a 50 % compute spread: the expected slowest of p normals grows only "
                                    f"from {expected_max_of_normals(p0):.2f} ({p0} ranks, the input's own point) to "
@@ -273,12 +273,13 @@ def published_main(args):
         summary += [(run["id"], r) for r in rows]
     if not summary:
         raise ScalingError(f"--run {args.run}: no such run in {table['path']}")
-    out.append("summary: run, nodes, time-to-solution error, efficiency (points), verdict")
+    out += ["### Summary", "", "| run | nodes | time-to-solution error | efficiency (points) | verdict |",
+            "|---|---:|---:|---:|---|"]
     for rid, r in summary:
         p = r["projected"]
         eff = f"{p['efficiency_points']:+.1f}" if "efficiency_points" in p else "-"
         verdict = {True: "within", False: "MISS", None: "nothing to compare"}[within_target(r)]
-        out.append(f"  {rid:28} {p['nodes']:>5}  {_pct(p.get('tts_error')):>9}  {eff:>6}  {verdict}")
+        out.append(f"| {rid} | {p['nodes']} | {_pct(p.get('tts_error'))} | {eff} | {verdict} |")
     text = "\n".join(out) + "\n"
     print(text, end="")
     if args.md:
