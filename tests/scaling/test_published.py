@@ -2,6 +2,8 @@
 nodes) step by step from its table entry, ranks that share a node's link in a whole step, a fixed
 epoch budget (--epochs) and its evaluations, a given compute spread (--node-spread), and the
 table's refusals naming the file."""
+import contextlib
+import io
 import json
 import os
 import sys
@@ -10,6 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scaling"))
 
+from scaling_study.cli import main  # noqa: E402
 from scaling_study.common import ScalingError  # noqa: E402
 from scaling_study.model import predict_step  # noqa: E402
 from scaling_study.node import NodeCompute  # noqa: E402
@@ -115,6 +118,47 @@ class EfficiencyOverTheInputsOwnPoint(unittest.TestCase):
         node, net, rows = check(run)
         self.assertLess(rows[0]["projected"]["images_per_second"], 64 * 98.5)  # the allreduce added again
         self.assertAlmostEqual(rows[0]["projected"]["efficiency"], 1.0, places=12)
+
+
+STUDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scaling", "results",
+                     "resnet50-224-node-90e042d")
+
+
+def run_cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+class Command(unittest.TestCase):
+    def test_published_prints_each_point_beside_the_publication(self):
+        code, out, _ = run_cli(["published", "--run", "mlperf-v2.1-intel-spr-16"])
+        self.assertEqual(code, 0)
+        self.assertIn("| mlperf-v2.1-intel-spr-16 | 16 | +2.7 % | - | within |", out)
+        self.assertIn("12.5 GB/s a rank: its 2 rank(s) share the link", out)
+
+    def test_an_unknown_run_is_refused_naming_it(self):
+        code, _, err = run_cli(["published", "--run", "no-such-run"])
+        self.assertEqual(code, 2)
+        self.assertIn("--run no-such-run: no such run", err)
+
+    def test_project_prints_the_given_epochs_and_spread_with_their_sources(self):
+        code, out, _ = run_cli(["project", STUDY, "--network", "marenostrum4", "--node-images-per-second", "100",
+                                "--ranks-per-node", "2", "--threads", "24", "--batch-size", "64", "--nodes", "1,2",
+                                "--epochs", "72", "--node-spread", "0.05"])
+        self.assertEqual(code, 0)
+        self.assertIn("compute spread: 5.0 % of the step's compute, given (--node-spread): ASSUMED", out)
+        self.assertIn("epochs: 72, given (--epochs: a fixed budget; the RCPs unused)", out)
+
+    def test_a_trace_and_a_given_spread_together_are_refused(self):
+        code, _, err = run_cli(["project", STUDY, "--network", "marenostrum4", "--node-spread", "0.05",
+                                "--node-trace", os.path.join(STUDY, "runs", "nodes-1", "trace.rank0.json")])
+        self.assertEqual(code, 2)
+        self.assertIn("--node-trace and --node-spread both give the compute spread", err)
 
 
 class Table(unittest.TestCase):
