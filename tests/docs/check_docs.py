@@ -56,7 +56,7 @@ def markdown_files(root):
                              check=True, capture_output=True).stdout.decode()
         files = [f for f in out.split("\0") if f]
         # Files deleted in the working tree but still in the index are not documents any more.
-        return sorted(f for f in files if os.path.isfile(os.path.join(root, f)))
+        return sorted({f for f in files if os.path.isfile(os.path.join(root, f))})
     except (OSError, subprocess.CalledProcessError):
         found = []
         for base, dirs, names in os.walk(root):
