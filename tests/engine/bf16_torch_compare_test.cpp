@@ -137,8 +137,7 @@ void compare(const Case& c) {
   // each candidate forced), each against the same references.
   for (const std::string& mode : nostrum::testing::conv_kernel_modes(kernels::Precision::kBf16)) {
     INFO("--conv-kernel " << mode);
-    const Step bf16 =
-        nostrum_step(c, weights, kernels::Precision::kBf16, images, labels, mode);
+    const Step bf16 = nostrum_step(c, weights, kernels::Precision::kBf16, images, labels, mode);
     const auto torch_fp32_logits = read_dataset<float>(ref, "fp32/logits");
     const auto torch_bf16_logits = read_dataset<float>(ref, "bf16/logits");
     const double torch_fp32_loss = read_dataset<double>(ref, "fp32/loss")[0];
@@ -147,7 +146,8 @@ void compare(const Case& c) {
 
     const double ours_logits = relative_error(bf16.logits.data(), fp32.logits.data(), n);
     const double ours_vs_torch32 = relative_error(bf16.logits.data(), torch_fp32_logits.data(), n);
-    const double torch_logits = relative_error(torch_bf16_logits.data(), torch_fp32_logits.data(), n);
+    const double torch_logits =
+        relative_error(torch_bf16_logits.data(), torch_fp32_logits.data(), n);
     const double ours_vs_torch16 = relative_error(bf16.logits.data(), torch_bf16_logits.data(), n);
     const double ours_loss = std::abs(bf16.loss - fp32.loss) / fp32.loss;
     const double torch_loss = std::abs(torch_bf16_loss - torch_fp32_loss) / torch_fp32_loss;
@@ -173,8 +173,9 @@ void compare(const Case& c) {
     CHECK(ours_logits > bf16_visible);
     CHECK(ours_logits < broken);
     CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
-    // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a gradient
-    // softmax - target of L1 norm <= 2 in the logits, so |loss(bf16) - loss(fp32)| <= 2 max |dz|.
+    // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a
+    // gradient softmax - target of L1 norm <= 2 in the logits, so |loss(bf16) - loss(fp32)| <= 2
+    // max |dz|.
     double max_logit_change = 0.0;
     for (size_t i = 0; i < n; ++i)
       max_logit_change =
@@ -182,15 +183,15 @@ void compare(const Case& c) {
     CHECK(std::abs(bf16.loss - fp32.loss) <= 2.0 * max_logit_change);
     // nostrum's bf16 loss against PyTorch's bf16 loss, both from their own bf16 logits (both fp32
     // cross-entropy with smoothing 0.1): within the Taylor bound for these two sets of logits, plus
-    // the two fp32 loss evaluations' rounding (a few ulp of the log-sum-exp terms, far below 1e-5 of
-    // the loss plus the largest logit).
+    // the two fp32 loss evaluations' rounding (a few ulp of the log-sum-exp terms, far below 1e-5
+    // of the loss plus the largest logit).
     double largest_logit = 0.0;
     for (float z : torch_bf16_logits) largest_logit = std::max(largest_logit, double(std::abs(z)));
     const double loss_bound =
         loss_difference_bound(bf16.logits, torch_bf16_logits, labels, c.classes, 0.1) +
         1e-5 * (1.0 + std::abs(torch_bf16_loss) + largest_logit);
-    INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss << ", bound "
-                              << loss_bound);
+    INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss
+                              << ", bound " << loss_bound);
     CHECK(std::abs(bf16.loss - torch_bf16_loss) <= loss_bound);
     CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
     CHECK(ours_grad32 <= 1.5 * torch_grad);

@@ -71,7 +71,8 @@ class ConvCandidate {
   // honours the ISA cap), never CPUID directly.
   virtual bool available(const CpuFeatures& cpu) const = 0;
   virtual bool supports(Precision precision) const = 0;
-  // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch).
+  // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch)
+  // with the calling thread's pool (omp_get_max_threads(): the run's threads).
   virtual bool fits(const ConvGeometry& g, ConvPass pass) const = 0;
   // Builds the prepared kernel; called only where available, supports and fits all hold. May
   // allocate and take its time (not measured as part of run's time).
