@@ -126,8 +126,9 @@ void choose_conv_kernels(Run& run) {
       ++it->second;
   }
   std::ostringstream line;
-  line << "conv kernels (--conv-kernel " << run.config.model.conv_kernels_text
-       << "): " << table.rows.size() << " passes";
+  line << "conv kernels (--conv-kernel "
+       << kernels::conv_kernel_value(run.config.model.conv_kernels) << "): " << table.rows.size()
+       << " passes";
   if (measured) line << ", " << measured << " measured in " << table.measure_seconds << " s";
   if (cached) line << ", " << cached << " from the cache " << run.config.model.conv_kernels.cache;
   line << ";";
