@@ -48,6 +48,8 @@ struct ConvCall {
 // builds once lives here (packed-weight buffers, a oneDNN primitive and its reordered-weight
 // memory, ...). The weights change every step, so a run that needs them reordered reorders them
 // on every call, into memory allocated here; that reorder is part of its measured time.
+// One prepared kernel serves every layer of its geometry and pass (Model::set_conv_kernels shares
+// it; calls never overlap): keep nothing from one call that a later call relies on.
 class PreparedConv {
  public:
   virtual ~PreparedConv() = default;
