@@ -1,6 +1,8 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
 // SGEMM in both threadings, the bf16 GEMM in both threadings; oneDNN's fp32 and bf16 primitives
 // from kernels/onednn) and the registry that lists them.
+#include <omp.h>
+
 #include <string>
 
 #include "nostrum/core/arena.hpp"
@@ -124,14 +126,23 @@ class GemmCandidate final : public ConvCandidate {
     return precision_ == Precision::kFp32 || cpu.avx512_bf16;
   }
   bool supports(Precision p) const override { return p == precision_; }
-  bool fits(const ConvGeometry&, ConvPass) const override { return true; }
+  // Every shape; the per-thread variant only where it really runs per-thread tiles at the pool's
+  // thread count (elsewhere it would run exactly as the shared one: not worth measuring twice).
+  bool fits(const ConvGeometry& g, ConvPass pass) const override {
+    return threading_ != layers::ConvThreading::kPerThread ||
+           layers::conv2d_runs_per_thread(g, pass, omp_get_max_threads(), options());
+  }
   std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
                                         Precision) const override {
+    return std::make_unique<PreparedGemm>(g, pass, options());
+  }
+
+  layers::ConvOptions options() const {
     layers::ConvOptions o;
     o.algorithm = layers::ConvAlgorithm::kGemm;
     o.threading = threading_;
     o.precision = precision_;
-    return std::make_unique<PreparedGemm>(g, pass, o);
+    return o;
   }
 
  private:
@@ -148,8 +159,9 @@ const GemmCandidate kBlasShared(
     Precision::kFp32, layers::ConvThreading::kSharedGemm);
 const GemmCandidate kBlasPerThread(
     "gemm_openblas_per_thread",
-    "im2col + OpenBLAS SGEMM, fp32, each thread its own tiles with single-threaded GEMMs (as "
-    "gemm_openblas on 1 thread or where the per-thread tiles do not fit)",
+    "im2col + OpenBLAS SGEMM, fp32, each thread its own tiles with single-threaded GEMMs (fits "
+    "where that differs from gemm_openblas: more than 1 thread, per-thread tiles within the "
+    "column budget)",
     Precision::kFp32, layers::ConvThreading::kPerThread);
 const GemmCandidate kBf16Shared(
     "gemm_bf16",
@@ -157,8 +169,8 @@ const GemmCandidate kBf16Shared(
     Precision::kBf16, layers::ConvThreading::kSharedGemm);
 const GemmCandidate kBf16PerThread(
     "gemm_bf16_per_thread",
-    "im2col + nostrum's bf16 GEMM (AVX512_BF16), each thread its own tiles (as gemm_bf16 on 1 "
-    "thread or where the per-thread tiles do not fit)",
+    "im2col + nostrum's bf16 GEMM (AVX512_BF16), each thread its own tiles (fits where that "
+    "differs from gemm_bf16: more than 1 thread, per-thread tiles within the column budget)",
     Precision::kBf16, layers::ConvThreading::kPerThread);
 
 }  // namespace

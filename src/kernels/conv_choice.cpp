@@ -78,9 +78,9 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   std::vector<float> second(shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
   fill_random(input, rng);
   fill_random(second, rng);
-  std::vector<float> result(shape.pass == ConvPass::kForward         ? out_floats
+  std::vector<float> result(shape.pass == ConvPass::kForward        ? out_floats
                             : shape.pass == ConvPass::kBackwardData ? in_floats
-                                                                     : weight_floats);
+                                                                    : weight_floats);
   ConvCall call;
   call.N = g.N;
   switch (shape.pass) {
@@ -102,13 +102,27 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
     std::unique_ptr<PreparedConv> kernel = c->prepare(g, shape.pass, precision);
     Arena scratch(std::max<size_t>(kernel->scratch_floats(), 1), "conv measurement scratch");
     call.scratch = scratch.data();
-    kernel->run(call);  // warm-up: first touch, per-thread buffers, caches
+    // Warm-up (first touch, per-thread buffers, caches); a candidate whose warm-up alone takes
+    // twice the cut-off of the best so far is not timed further (its warm-up is its time).
+    const double w0 = omp_get_wtime();
+    kernel->run(call);
+    const double warm_up = omp_get_wtime() - w0;
     std::vector<double> seconds;
-    for (int i = 0; i < std::max(1, options.calls); ++i) {
-      const double t0 = omp_get_wtime();
-      kernel->run(call);
-      seconds.push_back(omp_get_wtime() - t0);
-      if (i == 0 && !timings.empty() && seconds[0] > options.cutoff * best) break;
+    const int calls = std::max(1, options.calls);
+    if (!timings.empty() && warm_up > 2 * options.cutoff * best) {
+      seconds.push_back(warm_up);
+    } else {
+      int slower = 0;  // timed calls slower than the best median so far
+      for (int i = 0; i < calls; ++i) {
+        const double t0 = omp_get_wtime();
+        kernel->run(call);
+        seconds.push_back(omp_get_wtime() - t0);
+        if (timings.empty()) continue;
+        slower += seconds.back() > best;
+        // Clearly slower at once; or more than half the calls slower than the best median, so
+        // its median is too: it cannot win, whatever the calls left would give.
+        if ((i == 0 && seconds[0] > options.cutoff * best) || 2 * slower > calls) break;
+      }
     }
     std::sort(seconds.begin(), seconds.end());
     ConvTiming t{c->name(), seconds[seconds.size() / 2], int(seconds.size())};
@@ -125,7 +139,7 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
     for (const ConvTiming& t : row.timings) {
       char text[96];
       std::snprintf(text, sizeof text, " %s %.3f ms%s", t.candidate.c_str(), t.seconds * 1e3,
-                    t.calls == 1 ? "*" : "");
+                    t.calls < ConvMeasureOptions{}.calls ? "*" : "");
       line += text;
     }
     line += " -> " + row.chosen + " (" + conv_choice_source_name(row.source) + ")";
@@ -161,7 +175,8 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
   for (const ConvChoice& row : table.rows) {
     Json timings = Json::array();
     for (const ConvTiming& t : row.timings)
-      timings.push_back(Json{{"candidate", t.candidate}, {"seconds", t.seconds}, {"calls", t.calls}});
+      timings.push_back(
+          Json{{"candidate", t.candidate}, {"seconds", t.seconds}, {"calls", t.calls}});
     rows.push_back(Json{{"shape", geometry_json(row.shape.g)},
                         {"pass", conv_pass_name(row.shape.pass)},
                         {"timings", timings},

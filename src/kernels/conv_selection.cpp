@@ -31,6 +31,20 @@ ConvKernelRequest conv_kernel_request(const std::string& value, const std::strin
   return r;
 }
 
+std::string conv_kernel_value(const ConvKernelRequest& request) {
+  switch (request.mode) {
+    case ConvKernelMode::kMeasure:
+      return "measure";
+    case ConvKernelMode::kCached:
+      return "cached";
+    case ConvKernelMode::kFixedRule:
+      return "fixed";
+    case ConvKernelMode::kForced:
+      return request.forced;
+  }
+  return "?";
+}
+
 std::string conv_kernel_help() {
   std::string text;
   for (const ConvCandidate* c : conv_candidates())

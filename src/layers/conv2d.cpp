@@ -441,8 +441,7 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
 
 bool conv2d_fixed_rule_direct(const ConvGeometry& g, kernels::ConvPass pass,
                               kernels::Precision precision) {
-  return kernels::direct_conv_available() &&
-         use_direct(g, pass, ConvAlgorithm::kAuto, precision);
+  return kernels::direct_conv_available() && use_direct(g, pass, ConvAlgorithm::kAuto, precision);
 }
 
 bool conv2d_runs_per_thread(const ConvGeometry& g, kernels::ConvPass pass, int threads,

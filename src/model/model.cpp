@@ -16,8 +16,8 @@
 
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/splitmix64.hpp"
-#include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
+#include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/layers/conv2d.hpp"
 #include "nostrum/layers/cross_entropy.hpp"
 #include "nostrum/layers/global_avg_pool.hpp"
@@ -764,12 +764,11 @@ void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
       const kernels::ConvCandidate* c =
           row ? kernels::find_conv_candidate(row->chosen)
               : &kernels::conv_fixed_rule_candidate(l.conv, pass, spec_.precision, table.threads);
-      NOSTRUM_CHECK(c && kernels::conv_candidate_eligible(*c, l.conv, pass, spec_.precision),
-                    ShapeError,
-                    "conv kernel '" + (row ? row->chosen : std::string("?")) + "' cannot run " +
-                        kernels::conv_shape_name(l.conv) + " " + kernels::conv_pass_name(pass) +
-                        " here",
-                    "layer " + l.name);
+      NOSTRUM_CHECK(
+          c && kernels::conv_candidate_eligible(*c, l.conv, pass, spec_.precision), ShapeError,
+          "conv kernel '" + (row ? row->chosen : std::string("?")) + "' cannot run " +
+              kernels::conv_shape_name(l.conv) + " " + kernels::conv_pass_name(pass) + " here",
+          "layer " + l.name);
       kernel = c->prepare(l.conv, pass, spec_.precision);
       scratch_floats = std::max(scratch_floats, kernel->scratch_floats());
       prepared.emplace_back(shape, kernel);

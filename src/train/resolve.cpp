@@ -45,7 +45,6 @@ ModelSetup resolve_model(const TrainOptions& o, const io::Manifest& manifest) {
   m.config.precision = o.precision;
   m.precision_auto = o.precision_auto;
   m.conv_kernels = o.conv_kernels;
-  m.conv_kernels_text = o.conv_kernel;
   m.init_weights = o.init_weights;
   m.save_weights = o.save_weights;
   return m;

@@ -36,7 +36,6 @@ struct ModelSetup {
   std::string save_weights;     // where the final weights go (empty: nowhere)
   bool precision_auto = false;  // config.precision to be chosen by rank 0's probes (setup_run)
   kernels::ConvKernelRequest conv_kernels;  // how each conv pass's kernel is chosen (setup_run)
-  std::string conv_kernels_text = "cached";  // --conv-kernel as given
 };
 
 // The budget and the goal.

@@ -98,9 +98,9 @@ void choose_conv_kernels(Run& run) {
   if (run.world.rank() == 0) {
     try {
       std::vector<std::string> lines;
-      const kernels::ConvChoiceTable table = kernels::select_conv_kernels(
-          net.conv_pass_shapes(), precision, run.plan.threads, run.config.model.conv_kernels,
-          &lines);
+      const kernels::ConvChoiceTable table =
+          kernels::select_conv_kernels(net.conv_pass_shapes(), precision, run.plan.threads,
+                                       run.config.model.conv_kernels, &lines);
       text = kernels::conv_choices_to_json(table);
       for (const std::string& line : lines) notes += "note: " + line + "\n";
     } catch (const Error& e) {
@@ -128,8 +128,9 @@ void choose_conv_kernels(Run& run) {
       ++it->second;
   }
   std::ostringstream line;
-  line << "conv kernels (--conv-kernel " << run.config.model.conv_kernels_text << "): "
-       << table.rows.size() << " passes";
+  line << "conv kernels (--conv-kernel "
+       << kernels::conv_kernel_value(run.config.model.conv_kernels) << "): " << table.rows.size()
+       << " passes";
   if (measured) line << ", " << measured << " measured in " << table.measure_seconds << " s";
   if (cached) line << ", " << cached << " from the cache " << run.config.model.conv_kernels.cache;
   line << ";";

@@ -33,7 +33,7 @@ struct TrainOptions {
   // --conv-kernel, --conv-cache: each conv pass's kernel (kernels/conv_selection.hpp)
   std::string conv_kernel = "cached";
   std::string conv_cache;  // "" = the default ($XDG_CACHE_HOME/nostrum/...), "none" = no cache
-  kernels::ConvKernelRequest conv_kernels;  // both, parsed
+  kernels::ConvKernelRequest conv_kernels;  // both, parsed (a default request: the fixed rule)
   // optimisation
   int batch_size = 128;   // per rank
   int epochs = 5;         // budget: the run stops (aborted) after this many

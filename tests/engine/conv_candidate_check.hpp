@@ -44,8 +44,7 @@ inline std::vector<ConvGeometry> model_conv_geometries(const char* name, int cla
   std::vector<ConvGeometry> out;
   for (const kernels::ConvPassShape& s : m->conv_pass_shapes()) {
     bool seen = false;
-    for (const ConvGeometry& g : out)
-      seen = seen || kernels::same_shape({g, s.pass}, s);
+    for (const ConvGeometry& g : out) seen = seen || kernels::same_shape({g, s.pass}, s);
     if (!seen) out.push_back(s.g);
   }
   return out;
@@ -137,10 +136,11 @@ inline double check_close(const std::vector<float>& got, const ExactTensor& ref,
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double b0 = base ? double((*base)[i]) : 0.0;
-    const double tol = bound(ref.abs_sum[i], ref.terms) + 2 * std::ldexp(1.0, -24) * std::abs(b0) +
-                       1e-30;
+    const double tol =
+        bound(ref.abs_sum[i], ref.terms) + 2 * std::ldexp(1.0, -24) * std::abs(b0) + 1e-30;
     const double err = std::abs(double(got[i]) - (ref.value[i] + b0));
-    const double ratio = std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
+    const double ratio =
+        std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
     if (!(ratio <= 1.0)) {
       INFO(what << ": element " << i << " got " << got[i] << " want " << ref.value[i] + b0
                 << " (error / bound " << ratio << ")");
@@ -154,8 +154,7 @@ inline double check_close(const std::vector<float>& got, const ExactTensor& ref,
 // One candidate on every pass it is eligible for, at `threads` threads; returns the passes run and
 // raises *worst to the largest error / bound seen.
 inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
-                           kernels::Precision precision, int threads, Bound bound,
-                           double* worst) {
+                           kernels::Precision precision, int threads, Bound bound, double* worst) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr size_t kGuard = 64;
   constexpr float kSentinel = 12345.0f;
@@ -165,8 +164,7 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
   for (ConvPass pass : kernels::kConvPasses) {
     if (!kernels::conv_candidate_eligible(c, cc.g, pass, precision)) continue;
     const std::string what = std::string(c.name()) + " " + kernels::conv_pass_name(pass) + " " +
-                             kernels::conv_shape_name(cc.g) + " threads " +
-                             std::to_string(threads);
+                             kernels::conv_shape_name(cc.g) + " threads " + std::to_string(threads);
     auto kernel = c.prepare(cc.g, pass, precision);
     const size_t scratch_floats = kernel->scratch_floats();
     // 64-byte aligned scratch of exactly scratch_floats, then the guard.
@@ -227,8 +225,8 @@ inline void check_all_candidates(const std::vector<ConvGeometry>& geometries,
       REQUIRE(any);
     }
     for (const kernels::ConvCandidate* c : kernels::conv_candidates())
-      for (int threads : {1, 2}) runs[c->name()] += check_candidate(*c, cc, precision, threads,
-                                                                    bound, worst);
+      for (int threads : {1, 2})
+        runs[c->name()] += check_candidate(*c, cc, precision, threads, bound, worst);
   }
   for (const kernels::ConvCandidate* c : kernels::conv_candidates()) {
     if (!c->available(cpu_features()) || !c->supports(precision)) continue;

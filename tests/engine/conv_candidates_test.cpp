@@ -34,8 +34,7 @@ TEST_CASE("every fp32 conv candidate matches float64 on resnet8's geometries", "
   WARN("resnet8 fp32 candidates: worst error / bound " << worst);
 }
 
-TEST_CASE("every fp32 conv candidate matches float64 on ResNet-50's geometries",
-          "[engine][conv]") {
+TEST_CASE("every fp32 conv candidate matches float64 on ResNet-50's geometries", "[engine][conv]") {
   double worst = 0;
   testing::check_all_candidates(testing::model_conv_geometries("resnet50", 11, 3, 1, 64),
                                 Precision::kFp32, testing::fp32_bound, &worst);
@@ -50,9 +49,9 @@ TEST_CASE("every fp32 conv candidate matches float64 on odd geometries", "[engin
 }
 
 TEST_CASE("the fixed rule's candidate gives conv2d's kAuto bits", "[engine][conv]") {
-  for (const auto& g : {conv_geometry(2, 14, 14, 32, 32, 3, 3, 1, 1),
-                        conv_geometry(2, 8, 8, 256, 64, 1, 1, 1, 0),
-                        conv_geometry(2, 9, 7, 19, 33, 3, 3, 2, 1)}) {
+  for (const auto& g :
+       {conv_geometry(2, 14, 14, 32, 32, 3, 3, 1, 1), conv_geometry(2, 8, 8, 256, 64, 1, 1, 1, 0),
+        conv_geometry(2, 9, 7, 19, 33, 3, 3, 2, 1)}) {
     const testing::ConvCase cc(g);
     std::vector<float> scratch(layers::conv2d_scratch_floats(g, {}) + 64);
     std::vector<float> want(cc.d_out.size()), got(cc.d_out.size());
@@ -208,8 +207,8 @@ TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed,
     CHECK(row.source == ConvChoiceSource::kMeasured);
     size_t eligible = 0;
     for (const auto* c : kernels::conv_candidates())
-      eligible += kernels::conv_candidate_eligible(*c, row.shape.g, row.shape.pass,
-                                                   Precision::kFp32);
+      eligible +=
+          kernels::conv_candidate_eligible(*c, row.shape.g, row.shape.pass, Precision::kFp32);
     CHECK(row.timings.size() == eligible);
     CHECK(row.chosen == row.timings[kernels::fastest_timing(row.timings)].candidate);
   }
@@ -255,9 +254,9 @@ TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed,
       shapes, Precision::kFp32, 2, kernels::conv_kernel_request("fixed", "none", "x"), &notes);
   for (size_t i = 0; i < shapes.size(); ++i) {
     CHECK(fixed.rows[i].source == ConvChoiceSource::kFixedRule);
-    CHECK(fixed.rows[i].chosen == kernels::conv_fixed_rule_candidate(
-                                      shapes[i].g, shapes[i].pass, Precision::kFp32, 2)
-                                      .name());
+    CHECK(fixed.rows[i].chosen ==
+          kernels::conv_fixed_rule_candidate(shapes[i].g, shapes[i].pass, Precision::kFp32, 2)
+              .name());
   }
 
   // forced: the candidate where it fits, the fixed rule elsewhere, said in a note.
@@ -283,10 +282,10 @@ TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed,
     CHECK_THAT(notes[0], Catch::Contains("does not fit 1 of 1"));
   }
   // A candidate that cannot run this precision is refused, naming the option.
-  CHECK_THROWS_WITH(kernels::select_conv_kernels(
-                        shapes, Precision::kFp32, 2,
-                        kernels::conv_kernel_request("gemm_bf16", "none", "x"), &notes),
-                    Catch::Contains("--conv-kernel"));
+  CHECK_THROWS_WITH(
+      kernels::select_conv_kernels(shapes, Precision::kFp32, 2,
+                                   kernels::conv_kernel_request("gemm_bf16", "none", "x"), &notes),
+      Catch::Contains("--conv-kernel"));
   CHECK_THROWS_WITH(kernels::conv_kernel_request("nope", "", "--conv-kernel"),
                     Catch::Contains("--conv-kernel") && Catch::Contains("gemm_openblas"));
 }

@@ -2,15 +2,15 @@
 // PyTorch) and batch give the same logits, loss, every parameter gradient and the updated BN
 // running statistics; and PyTorch -> HDF5 -> nostrum -> HDF5 -> PyTorch is bit-identical.
 // Relative error of a tensor: ||nostrum - torch||_2 / ||torch||_2.
-#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
 #include "model_compare.hpp"
-#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/model/model.hpp"
 
 using namespace nostrum;
@@ -23,23 +23,17 @@ namespace {
 using Case = nostrum::testing::ModelCase;
 using nostrum::testing::relative_error;
 
-// conv_kernel: every conv pass on that candidate ("": the kernels the model builds with).
-void compare_with_torch(const Case& c, const std::string& conv_kernel = "") {
+void check_step(const Case& c, model::Model& model, const std::string& ref,
+                const std::vector<float>& images, const std::vector<int32_t>& labels,
+                float smoothing);
+
+void compare_with_torch(const Case& c) {
   model::ModelConfig config;
   config.name = c.name;
   config.num_classes = c.classes;
   config.in_channels = c.channels;
   auto m = model::Model::create(config);
   m->build(c.batch, c.size, c.size);
-  if (!conv_kernel.empty()) {
-    kernels::ConvKernelRequest request;
-    request.mode = kernels::ConvKernelMode::kForced;
-    request.forced = conv_kernel;
-    std::vector<std::string> notes;
-    m->set_conv_kernels(kernels::select_conv_kernels(
-        m->conv_pass_shapes(), kernels::Precision::kFp32, omp_get_max_threads(), request, &notes));
-    for (const auto& row : m->conv_kernels().rows) REQUIRE(row.chosen == conv_kernel);
-  }
   m->init(5);
   // Non-trivial BN affine parameters and statistics, so their gradients and updates are tested
   // (small last gammas: with them PyTorch fp32 vs fp64 agree to 1e-5, so 1e-4 is a meaningful
@@ -55,12 +49,27 @@ void compare_with_torch(const Case& c, const std::string& conv_kernel = "") {
                       " --label-smoothing 0.1 --weights " + weights + " --out " + ref);
   const auto images = read_dataset<float>(ref, "images");
   const auto labels = read_dataset<int32_t>(ref, "labels");
+  // One PyTorch reference, nostrum under every conv kernel choice: each starts from the same
+  // weights and BN state.
+  for (const std::string& mode : nostrum::testing::conv_kernel_modes(kernels::Precision::kFp32)) {
+    m->init(5);
+    nostrum::testing::set_test_bn_parameters(*m, /*running_means=*/true);
+    nostrum::testing::use_conv_kernels(*m, mode);
+    INFO("--conv-kernel " << mode);
+    check_step(c, *m, ref, images, labels, smoothing);
+  }
+}
+
+void check_step(const Case& c, model::Model& model, const std::string& ref,
+                const std::vector<float>& images, const std::vector<int32_t>& labels,
+                float smoothing) {
+  model::Model* m = &model;
   const float* logits = m->forward(images.data(), c.batch, true);
   const double loss = m->loss(labels.data(), smoothing, 1.0f / c.batch);
   m->backward();
   const auto torch_logits = read_dataset<float>(ref, "logits");
   const double torch_loss = read_dataset<double>(ref, "loss")[0];
-  INFO("model " << c.name << " conv kernel " << (conv_kernel.empty() ? "built-in" : conv_kernel));
+  INFO("model " << c.name);
   CHECK(relative_error(logits, torch_logits.data(), torch_logits.size()) < 1e-4);
   CHECK(std::abs(loss - torch_loss) / std::abs(torch_loss) < 1e-4);
   double worst = 0;
@@ -100,14 +109,6 @@ TEST_CASE("resnet18 matches PyTorch: logits, loss, gradients, BN statistics", "[
 
 TEST_CASE("resnet50 matches PyTorch: logits, loss, gradients, BN statistics", "[engine][torch]") {
   compare_with_torch({"resnet50", 11, 3, 2, 64});
-}
-
-TEST_CASE("resnet8 on oneDNN's convolutions matches PyTorch", "[engine][torch][onednn]") {
-  compare_with_torch({"resnet8", 10, 1, 4, 28}, "onednn");
-}
-
-TEST_CASE("resnet50 on oneDNN's convolutions matches PyTorch", "[engine][torch][onednn]") {
-  compare_with_torch({"resnet50", 11, 3, 2, 64}, "onednn");
 }
 
 TEST_CASE("PyTorch -> HDF5 -> nostrum -> HDF5 -> PyTorch is bit-identical", "[engine][torch]") {

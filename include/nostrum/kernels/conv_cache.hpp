@@ -33,7 +33,8 @@ struct ConvCacheContents {
 // The file's entries, after checking format, version, CPU and checksum. A missing file is no
 // error (empty contents); an unreadable, damaged or foreign one gives `refused` and no rows.
 // `cpu` and `version` are what the file must carry (this process's, by default).
-ConvCacheContents read_conv_cache(const std::string& path, const std::string& cpu = conv_cache_cpu(),
+ConvCacheContents read_conv_cache(const std::string& path,
+                                  const std::string& cpu = conv_cache_cpu(),
                                   const std::string& version = nostrum_version());
 
 // The cached choice of one pass at these threads and precision, or nullptr.

@@ -48,6 +48,8 @@ struct ConvCall {
 // builds once lives here (packed-weight buffers, a oneDNN primitive and its reordered-weight
 // memory, ...). The weights change every step, so a run that needs them reordered reorders them
 // on every call, into memory allocated here; that reorder is part of its measured time.
+// One prepared kernel serves every layer of its geometry and pass (Model::set_conv_kernels shares
+// it; calls never overlap): keep nothing from one call that a later call relies on.
 class PreparedConv {
  public:
   virtual ~PreparedConv() = default;
@@ -71,7 +73,8 @@ class ConvCandidate {
   // honours the ISA cap), never CPUID directly.
   virtual bool available(const CpuFeatures& cpu) const = 0;
   virtual bool supports(Precision precision) const = 0;
-  // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch).
+  // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch)
+  // with the calling thread's pool (omp_get_max_threads(): the run's threads).
   virtual bool fits(const ConvGeometry& g, ConvPass pass) const = 0;
   // Builds the prepared kernel; called only where available, supports and fits all hold. May
   // allocate and take its time (not measured as part of run's time).

@@ -24,7 +24,7 @@ std::string conv_shape_name(const ConvGeometry& g);
 struct ConvTiming {
   std::string candidate;
   double seconds = 0;  // the median of the timed calls
-  int calls = 0;       // timed calls (1: cut short as clearly slower than the best so far)
+  int calls = 0;       // timed calls; fewer than asked: cut short, it could not win (see below)
 };
 
 // How a row's choice was made.
@@ -52,8 +52,11 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 
 struct ConvMeasureOptions {
   int calls = 3;  // timed calls per candidate after one warm-up call (the median is kept)
-  // A candidate whose first timed call takes more than this times the best median so far is not
-  // called again: its one call is its time (it cannot win).
+  // A candidate is cut short once it cannot win against the best median so far: its warm-up took
+  // more than 2 x cutoff times that (its warm-up is then its time), its first timed call more than
+  // cutoff times, or more than half its calls were slower (its median would be too). Its time is
+  // then the median of the calls it made, above the best, so it is not chosen. The last rule is
+  // exact (its full median would lose too); the first two take one call that slow as proof.
   double cutoff = 1.5;
 };
 

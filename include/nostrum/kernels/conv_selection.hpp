@@ -17,8 +17,10 @@ enum class ConvKernelMode {
   kForced,     // one candidate wherever it fits, the fixed rule elsewhere
 };
 
+// What a program that never asks gets: the fixed rule (nostrum-train's --conv-kernel defaults to
+// cached through conv_kernel_request).
 struct ConvKernelRequest {
-  ConvKernelMode mode = ConvKernelMode::kCached;
+  ConvKernelMode mode = ConvKernelMode::kFixedRule;
   std::string forced;  // kForced: the candidate's name
   std::string cache;   // the cache file; "" for none
   ConvMeasureOptions measure;
@@ -28,6 +30,9 @@ struct ConvKernelRequest {
 // cache). Throws OptionError naming `option` and listing the valid values for anything else.
 ConvKernelRequest conv_kernel_request(const std::string& value, const std::string& cache,
                                       const std::string& option);
+
+// The --conv-kernel value that makes this request: measure, cached, fixed or the forced name.
+std::string conv_kernel_value(const ConvKernelRequest& request);
 
 // Every candidate's name and description, one line each (for --help).
 std::string conv_kernel_help();
