@@ -177,9 +177,13 @@ const GemmCandidate kBf16PerThread(
 
 const std::vector<const ConvCandidate*>& conv_candidates() {
   // Order: the tie-break of the chooser. Optional libraries add theirs behind their #if.
-  static const std::vector<const ConvCandidate*> list = {
-      &kDirect,      &kBlasShared,           &kBlasPerThread,          &kBf16Shared,
-      &kBf16PerThread, &onednn_fp32_candidate(), &onednn_bf16_candidate()};
+  static const std::vector<const ConvCandidate*> list = {&kDirect,
+                                                         &kBlasShared,
+                                                         &kBlasPerThread,
+                                                         &kBf16Shared,
+                                                         &kBf16PerThread,
+                                                         &onednn_fp32_candidate(),
+                                                         &onednn_bf16_candidate()};
   return list;
 }
 

@@ -72,8 +72,12 @@ struct Reference {
   std::vector<double> out, out_abs, d_in, d_in_abs, d_weight, d_weight_abs;
   long out_terms, d_in_terms, d_weight_terms;
   Reference(const ConvGeometry& g, const Tensors& t)
-      : out(t.d_out.size()), out_abs(t.d_out.size()), d_in(t.in.size()), d_in_abs(t.in.size()),
-        d_weight(t.weight.size()), d_weight_abs(t.weight.size()) {
+      : out(t.d_out.size()),
+        out_abs(t.d_out.size()),
+        d_in(t.in.size()),
+        d_in_abs(t.in.size()),
+        d_weight(t.weight.size()),
+        d_weight_abs(t.weight.size()) {
     const int P = g.P(), Q = g.Q();
     for (int n = 0; n < g.N; ++n)
       for (int p = 0; p < P; ++p)
@@ -131,7 +135,8 @@ inline double require_close(const std::vector<float>& got, const std::vector<dou
     const double b = base ? double((*base)[i]) : 0.0;
     const double tol = bound(p, abs_sum[i], terms) + 2 * u24 * std::abs(b);
     const double err = std::abs(double(got[i]) - (value[i] + b));
-    const double ratio = std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
+    const double ratio =
+        std::isfinite(got[i]) ? err / tol : std::numeric_limits<double>::infinity();
     if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = i;
   }
   INFO(what << ": worst element " << worst << " got " << got[worst] << " want "
@@ -166,8 +171,8 @@ struct Workspace {
 inline double check_passes(const ConvGeometry& g, const Tensors& t, const Reference& ref,
                            Precision p, int threads) {
   omp_set_num_threads(threads);
-  const std::string what = name(g) + " " + nostrum::kernels::precision_name(p) + " threads " +
-                           std::to_string(threads);
+  const std::string what =
+      name(g) + " " + nostrum::kernels::precision_name(p) + " threads " + std::to_string(threads);
   double worst = 0.0;
   {
     OnednnConv conv(g, OnednnPass::kForward, p);
@@ -252,8 +257,7 @@ inline void check_candidate(const nostrum::kernels::ConvCandidate& candidate, Pr
       else if (pass == ConvPass::kBackwardData)
         require_close(result, ref.d_in, ref.d_in_abs, ref.d_in_terms, p, nullptr, what);
       else
-        require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, p, nullptr,
-                      what);
+        require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, p, nullptr, what);
     }
   }
 }
@@ -261,8 +265,8 @@ inline void check_candidate(const nostrum::kernels::ConvCandidate& candidate, Pr
 // Backward-data accumulating in chunks of images (the batch's gradient over the 16 MiB sum
 // buffer): chunks of 3 of 6 images (1x1), of 1 of 17 (3x3 stride 2, 17 prime); overwriting too.
 inline void check_accumulate_in_chunks(Precision p) {
-  for (const ConvGeometry& g : {geometry(6, 64, 64, 256, 3, 1, 1, 1, 0),
-                                geometry(17, 64, 64, 64, 2, 3, 3, 2, 1)}) {
+  for (const ConvGeometry& g :
+       {geometry(6, 64, 64, 256, 3, 1, 1, 1, 0), geometry(17, 64, 64, 64, 2, 3, 3, 2, 1)}) {
     std::mt19937 rng(uint32_t(g.N));
     const Tensors t = random_tensors(g, rng);
     const Reference ref(g, t);
@@ -276,7 +280,8 @@ inline void check_accumulate_in_chunks(Precision p) {
       conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data());
       ws.require_guard(name(g));
       require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, p,
-                    accumulate ? &t.d_in_base : nullptr, name(g) + (accumulate ? " d_in +=" : " d_in"));
+                    accumulate ? &t.d_in_base : nullptr,
+                    name(g) + (accumulate ? " d_in +=" : " d_in"));
     }
   }
 }

@@ -82,15 +82,16 @@ TEST_CASE("oneDNN conv: an object called at another thread count recreates its p
   omp_set_num_threads(saved);
 }
 
-TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is refused", "[onednn]") {
+TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is refused",
+          "[onednn]") {
   const auto& library = nostrum::kernels::onednn_library();
   INFO("oneDNN " << library.version << " isa " << library.isa);
   CHECK(library.version.rfind("2.", 0) == 0);
   CHECK(!library.isa.empty());
   const ConvGeometry g = geometry(1, 5, 5, 4, 4, 3, 3, 1, 1);
-  CHECK_THROWS_AS(OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), OnednnPass::kForward,
-                             Precision::kFp32),
-                  nostrum::ShapeError);
+  CHECK_THROWS_AS(
+      OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), OnednnPass::kForward, Precision::kFp32),
+      nostrum::ShapeError);
   OnednnConv forward(g, OnednnPass::kForward, Precision::kFp32);
   CHECK(forward.pass() == OnednnPass::kForward);
   CHECK(forward.workspace_bytes() > 0);  // the weights in oneDNN's blocked layout at least

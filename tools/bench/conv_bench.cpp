@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
@@ -57,7 +57,7 @@ struct Options {
   std::string only;                        // substring of the conv name
   bool list = false, ceiling = true;
   bool onednn = false;  // oneDNN's primitives too, after nostrum's modes for each conv
-  size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
+  size_t budget = 0;    // im2col tile buffer in floats (0: the library default)
   std::vector<nostrum::layers::ConvThreading> threadings = {nostrum::layers::ConvThreading::kAuto};
   std::vector<nostrum::layers::ConvAlgorithm> algorithms = {nostrum::layers::ConvAlgorithm::kAuto};
   nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
@@ -342,8 +342,7 @@ int main(int argc, char** argv) try {
                                backward_weights.workspace_bytes()}) +
                      64);
     void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
-    const double fwd =
-        best_seconds(opt.repeats, [&] { forward.forward(out, in, weight, ws); });
+    const double fwd = best_seconds(opt.repeats, [&] { forward.forward(out, in, weight, ws); });
     const double bwd_w = best_seconds(
         opt.repeats, [&] { backward_weights.backward_weights(d_weight, d_out, in, ws); });
     const double bwd_d = best_seconds(

@@ -1,5 +1,6 @@
-// oneDNN's convolution primitives as candidates of the measured choice (kernels/conv_candidate.hpp):
-// "onednn" (fp32) and "onednn_bf16" (bf16 operands, fp32 results), every pass, every geometry.
+// oneDNN's convolution primitives as candidates of the measured choice
+// (kernels/conv_candidate.hpp): "onednn" (fp32) and "onednn_bf16" (bf16 operands, fp32 results),
+// every pass, every geometry.
 #pragma once
 
 #include "nostrum/kernels/conv_candidate.hpp"

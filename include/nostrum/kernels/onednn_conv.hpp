@@ -1,5 +1,6 @@
 // oneDNN's convolution primitives (Debian's libdnnl, 2.x) on nostrum's layouts: activations and
-// their gradients NHWC fp32, weights (K, C, R, S) fp32. No oneDNN type appears outside src/kernels/onednn.
+// their gradients NHWC fp32, weights (K, C, R, S) fp32. No oneDNN type appears outside
+// src/kernels/onednn.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // The oneDNN candidates: a PreparedConv holds one OnednnConv per batch size it has been called at
-// (the prepared batch, then the last partial batch or evaluation's), each created on its first call.
+// (the prepared batch, then the last partial batch or evaluation's), each created on its first
+// call.
 #include "nostrum/kernels/onednn_candidates.hpp"
 
 #include <map>
@@ -13,9 +14,12 @@ namespace {
 
 OnednnPass onednn_pass(ConvPass pass) {
   switch (pass) {
-    case ConvPass::kForward: return OnednnPass::kForward;
-    case ConvPass::kBackwardData: return OnednnPass::kBackwardData;
-    case ConvPass::kBackwardWeights: return OnednnPass::kBackwardWeights;
+    case ConvPass::kForward:
+      return OnednnPass::kForward;
+    case ConvPass::kBackwardData:
+      return OnednnPass::kBackwardData;
+    case ConvPass::kBackwardWeights:
+      return OnednnPass::kBackwardWeights;
   }
   return OnednnPass::kForward;
 }
@@ -31,11 +35,15 @@ class PreparedOnednn final : public PreparedConv {
   void run(const ConvCall& c) override {
     OnednnConv& conv = at(c.N);
     switch (pass_) {
-      case OnednnPass::kForward: conv.forward(c.out, c.in, c.weight, c.scratch); break;
+      case OnednnPass::kForward:
+        conv.forward(c.out, c.in, c.weight, c.scratch);
+        break;
       case OnednnPass::kBackwardData:
         conv.backward_data(c.d_in, c.d_out, c.weight, c.accumulate_d_in, c.scratch);
         break;
-      case OnednnPass::kBackwardWeights: conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch); break;
+      case OnednnPass::kBackwardWeights:
+        conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch);
+        break;
     }
   }
 

@@ -25,17 +25,28 @@ using Type = memory::data_type;
 
 std::string isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::all: return "all";
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::all:
+      return "all";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
   }
   return "isa " + std::to_string(unsigned(isa));  // one newer than this list
 }
@@ -77,7 +88,9 @@ class Buffer {
     }
   }
   ~Buffer() { std::free(data_); }
-  Buffer(Buffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr, o.bytes_ = 0; }
+  Buffer(Buffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) {
+    o.data_ = nullptr, o.bytes_ = 0;
+  }
   Buffer& operator=(Buffer&& o) noexcept {
     std::swap(data_, o.data_), std::swap(bytes_, o.bytes_);
     return *this;
@@ -109,8 +122,8 @@ const OnednnLibrary& onednn_library() {
     (void)cpu_engine();  // the CPU table, then oneDNN
     const dnnl_version_t* v = dnnl_version();
     OnednnLibrary l;
-    l.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                std::to_string(v->patch);
+    l.version =
+        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     l.isa = isa_name(dnnl::get_effective_cpu_isa());
     return l;
   }();
@@ -126,9 +139,12 @@ bool onednn_bf16_native() {
 
 const char* onednn_pass_name(OnednnPass pass) {
   switch (pass) {
-    case OnednnPass::kForward: return "forward";
-    case OnednnPass::kBackwardData: return "backward-data";
-    case OnednnPass::kBackwardWeights: return "backward-weights";
+    case OnednnPass::kForward:
+      return "forward";
+    case OnednnPass::kBackwardData:
+      return "backward-data";
+    case OnednnPass::kBackwardWeights:
+      return "backward-weights";
   }
   return "?";
 }
@@ -161,8 +177,8 @@ struct OnednnConv::Impl {
   // on chunk_conv, the same convolution for `chunk` images on the same weight layout.
   int chunk = 0;
   dnnl::primitive chunk_conv;
-  memory chunk_diff_dst;  // a chunk's output gradient (fp32 or bf16), its handle set per chunk
-  size_t workspace = 0;  // bytes of the whole layout
+  memory chunk_diff_dst;    // a chunk's output gradient (fp32 or bf16), its handle set per chunk
+  size_t workspace = 0;     // bytes of the whole layout
   size_t limit = SIZE_MAX;  // the most the caller's workspace holds
   bool built = false;
   size_t promised = 0;   // what workspace_bytes() reports (the first build's, if within the limit)
@@ -188,9 +204,9 @@ struct OnednnConv::Impl {
       if (r->m) r->m.set_data_handle(base + r->offset);
   }
   void reorder(const std::optional<Reorder>& r, const memory& from, const memory& to) {
-    r->primitive.execute(cpu_stream(), {{DNNL_ARG_FROM, from},
-                                        {DNNL_ARG_TO, to},
-                                        {DNNL_ARG_SCRATCHPAD, scratchpad.m}});
+    r->primitive.execute(
+        cpu_stream(),
+        {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad.m}});
   }
 };
 
@@ -200,20 +216,23 @@ void OnednnConv::Impl::build() {
                     Q = g.Q();
   // The right/bottom padding the last window needs (PyTorch's floor rule: may be below pad).
   const memory::dims strides = {g.stride, g.stride}, pad_l = {g.pad, g.pad},
-                     pad_r = {(P - 1) * g.stride + R - H - g.pad, (Q - 1) * g.stride + S - W - g.pad};
+                     pad_r = {(P - 1) * g.stride + R - H - g.pad,
+                              (Q - 1) * g.stride + S - W - g.pad};
   in_md = memory::desc({N, C, H, W}, Type::f32, Tag::nhwc);
   out_md = memory::desc({N, K, P, Q}, Type::f32, Tag::nhwc);
   weight_md = memory::desc({K, C, R, S}, Type::f32, Tag::oihw);
   const Type operand = precision == Precision::kBf16 ? Type::bf16 : Type::f32;
-  const memory::desc in_op({N, C, H, W}, operand, Tag::nhwc), out_op({N, K, P, Q}, operand, Tag::nhwc),
-      weight_any({K, C, R, S}, operand, Tag::any), weight_gradient_any({K, C, R, S}, Type::f32, Tag::any);
+  const memory::desc in_op({N, C, H, W}, operand, Tag::nhwc),
+      out_op({N, K, P, Q}, operand, Tag::nhwc), weight_any({K, C, R, S}, operand, Tag::any),
+      weight_gradient_any({K, C, R, S}, Type::f32, Tag::any);
   const auto algorithm = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
   // The forward descriptor: the primitive of kForward, the hint of the backward passes.
   const dnnl::convolution_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm,
-                                                     in_op, weight_any, out_md, strides, pad_l, pad_r);
+                                                     in_op, weight_any, out_md, strides, pad_l,
+                                                     pad_r);
   const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, attr, cpu_engine());
   size_t scratch = 0;
   weight_in.reset(), activation_in.reset(), gradient_in.reset(), weight_gradient_out.reset();
@@ -247,9 +266,10 @@ void OnednnConv::Impl::build() {
       break;
     }
     case OnednnPass::kBackwardData: {
-      const dnnl::convolution_backward_data::desc desc(algorithm, in_md, weight_any, out_op, strides,
-                                                       pad_l, pad_r);
-      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, cpu_engine(), forward_pd);
+      const dnnl::convolution_backward_data::desc desc(algorithm, in_md, weight_any, out_op,
+                                                       strides, pad_l, pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, cpu_engine(),
+                                                               forward_pd);
       conv = dnnl::convolution_backward_data(pd);
       implementation = pd.impl_info_str();
       scratch = std::max(scratch, pd.scratchpad_desc().get_size());
@@ -268,9 +288,9 @@ void OnednnConv::Impl::build() {
         const memory::desc chunk_in({chunk, C, H, W}, Type::f32, Tag::nhwc),
             chunk_out({chunk, K, P, Q}, operand, Tag::nhwc);
         const dnnl::convolution_forward::desc chunk_forward(
-            dnnl::prop_kind::forward_training, algorithm, memory::desc({chunk, C, H, W}, operand, Tag::nhwc),
-            pd.weights_desc(), memory::desc({chunk, K, P, Q}, Type::f32, Tag::nhwc), strides, pad_l,
-            pad_r);
+            dnnl::prop_kind::forward_training, algorithm,
+            memory::desc({chunk, C, H, W}, operand, Tag::nhwc), pd.weights_desc(),
+            memory::desc({chunk, K, P, Q}, Type::f32, Tag::nhwc), strides, pad_l, pad_r);
         const dnnl::convolution_backward_data::desc chunk_desc(
             algorithm, chunk_in, pd.weights_desc(), chunk_out, strides, pad_l, pad_r);
         try {
@@ -387,8 +407,9 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
                                   {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
                                   {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
     cpu_stream().wait();
-    if (accumulate) add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
-                             int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
+    if (accumulate)
+      add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
+               int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
     return;
   }
   // Chunk by chunk: images [n, n + chunk) of d_out (fp32, or its bf16 copy) -> sum -> d_in.
@@ -417,11 +438,11 @@ void OnednnConv::backward_weights(float* d_weight, const float* d_out, const flo
                d_weight_user = m.user(m.weight_md, d_weight);
   if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
   if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
-  m.conv.execute(cpu_stream(),
-                 {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
-                  {DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
-                  {DNNL_ARG_DIFF_WEIGHTS, m.weight_gradient_out ? m.weight_gradient.m : d_weight_user},
-                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
+                                {DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
+                                {DNNL_ARG_DIFF_WEIGHTS,
+                                 m.weight_gradient_out ? m.weight_gradient.m : d_weight_user},
+                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
   if (m.weight_gradient_out) m.reorder(m.weight_gradient_out, m.weight_gradient.m, d_weight_user);
   cpu_stream().wait();
 }
