@@ -138,8 +138,8 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const flo
           bf16_avx512::interleave_rows(words, kBlockRows, A + int64_t(2 * p0) * lda + i0, lda, k,
                                        rows);
         else
-          bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda,
-                                     rows, k);
+          bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows,
+                                     k);
         bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows,
                                 n, pairs, alpha, beta, p0 == 0);
       }

@@ -90,9 +90,9 @@ constexpr int kRowsWide = 14;    // NB = 2
 constexpr int kRowsNarrow = 24;  // NB = 1
 static_assert(kBlockRows % kRowsWide == 0 && kBlockRows % kRowsNarrow == 0, "whole tiles");
 
-#define NOSTRUM_TILE(r)                                                       \
-  case r:                                                                     \
-    tile<r, NB, PM>(C, ldc, a, b, n_valid, pairs, alpha, beta, overwrite);    \
+#define NOSTRUM_TILE(r)                                                    \
+  case r:                                                                  \
+    tile<r, NB, PM>(C, ldc, a, b, n_valid, pairs, alpha, beta, overwrite); \
     break;
 
 template <int NB, bool PM>
@@ -117,8 +117,8 @@ void tile_rows(int mr, float* C, int64_t ldc, const uint32_t* a, const uint32_t*
 #undef NOSTRUM_TILE
 
 template <bool PM>
-void block(float* C, int64_t ldc, const uint32_t* A, const PackedB& B, int p0, int j0, int M,
-           int N, int pairs, float alpha, float beta, bool overwrite) {
+void block(float* C, int64_t ldc, const uint32_t* A, const PackedB& B, int p0, int j0, int M, int N,
+           int pairs, float alpha, float beta, bool overwrite) {
   constexpr int64_t kRow = PM ? 1 : kBlockPairs;
   for (int j = 0; j < N; j += kStrip) {
     const int n = N - j < kStrip ? N - j : kStrip;
@@ -229,8 +229,8 @@ void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, 
   }
 }
 
-void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B,
-                int p0, int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite) {
+void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B, int p0,
+                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite) {
   if (pair_major)
     block<true>(C, ldc, A, B, p0, j0, M, N, pairs, alpha, beta, overwrite);
   else

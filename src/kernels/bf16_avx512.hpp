@@ -58,8 +58,8 @@ constexpr int kBlockPairs = 192;
 // C[i][j] (i < M, j < N, row stride ldc) = alpha * sum_p A(i, p) . B(p0 + p, j0 + j) + beta *
 // C[i][j] when overwrite (beta == 0 never reads C), else C[i][j] += alpha * sum, for p < pairs
 // (<= kBlockPairs), M <= kBlockRows; j0 a multiple of 32.
-void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B,
-                int p0, int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite);
+void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B, int p0,
+                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite);
 
 // iterations rounds of 24 independent vdpbf16ps chains in registers; returns a value that depends
 // on every chain (so nothing is optimised away).

@@ -4,6 +4,8 @@
 // detection: tests/core/cpu_features_test.cpp). Row-major matrices throughout.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -170,18 +172,25 @@ void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta
 TEST_CASE("gemm_bf16 matches float64 within the bf16 bound, odd shapes, all transposes", "[bf16]") {
   std::mt19937 rng(14);
   Check worst;
-  for (Trans ta : {Trans::kNo, Trans::kYes})
-    for (Trans tb : {Trans::kNo, Trans::kYes})
-      for (int M : {1, 13, 15, 29, 170})
-        for (int N : {1, 7, 16, 17, 33, 40})
-          for (int K : {1, 2, 3, 17, 64, 385, 800}) {
-            if (M * N * K > 2000000) continue;
-            check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst);
-          }
-  // alpha, beta, and a shape with several row, column and k blocks.
-  check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst);
-  check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst);
-  check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst);
+  // 1 thread, and 2 (the row blocks and column pieces shared out): M past one 168-row block and
+  // not a multiple of the 14- or 24-row tiles, N past one 32-column strip with a 16-wide last
+  // one, K odd and past one 192-pair block.
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (Trans tb : {Trans::kNo, Trans::kYes})
+        for (int M : {1, 13, 15, 29, 170})
+          for (int N : {1, 7, 16, 17, 33, 40})
+            for (int K : {1, 2, 3, 17, 64, 385, 800}) {
+              if (M * N * K > 2000000) continue;
+              check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst);
+            }
+    // alpha, beta, and a shape with several row, column and k blocks.
+    check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst);
+    check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst);
+    check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst);
+    check_gemm(Trans::kYes, Trans::kNo, 64, 147, 403, 1.0f, 1.0f, rng, worst);  // stem's bwd-w
+  }
   INFO("worst err/bound: rounded operands " << worst.rounded_max << ", fp32 operands "
                                             << worst.full_max);
   CHECK(worst.rounded_max <= 1.0);
