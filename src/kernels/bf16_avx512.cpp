@@ -154,10 +154,11 @@ void convert(uint16_t* dst, const float* src, int64_t count) {
 
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols) {
+  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
   for (int r = 0; r < rows; ++r) {
     const float* s = src + r * lds;
     uint32_t* d = dst + r * ld_words;
-    for (int64_t p = 0; p < ld_words; p += 16) {
+    for (int64_t p = 0; p < words; p += 16) {
       const int64_t n = cols - 2 * p;  // floats left in the row
       const __m512i w =
           upper_halves(round_bits(_mm512_maskz_loadu_ps(first(n), s + 2 * p)),
@@ -169,12 +170,13 @@ void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t ld
 
 void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                      int cols) {
+  const int64_t width = cols < ld_words ? cols : ld_words;
   for (int r = 0; r < rows; r += 2) {
     const float* a = src + r * lds;
     const float* b = a + lds;
     const bool has_b = r + 1 < rows;
     uint32_t* d = dst + (r / 2) * ld_words;
-    for (int64_t c = 0; c < ld_words; c += 16) {
+    for (int64_t c = 0; c < width; c += 16) {
       const __mmask16 k = first(cols - c);
       const __m512 va = _mm512_maskz_loadu_ps(k, a + c);
       const __m512 vb = has_b ? _mm512_maskz_loadu_ps(k, b + c) : _mm512_setzero_ps();

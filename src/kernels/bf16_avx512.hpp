@@ -12,12 +12,13 @@ namespace nostrum::kernels::bf16_avx512 {
 void convert(uint16_t* dst, const float* src, int64_t count);
 
 // Row-major words: dst[r * ld_words + p] = (src[r][2p], src[r][2p+1]) for rows [0, rows), the
-// high half 0 past cols; words [ceil(cols/2), ld_words) of each row are zeroed.
+// high half 0 past cols, words from ceil(cols/2) rounded up to 16 (at most ld_words) not written.
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols);
 
 // Pair-major words: dst[p * ld_words + c] = (src[2p][c], src[2p+1][c]) for p < ceil(rows/2), the
-// high half 0 past rows; columns [cols, ld_words) zeroed. src is (rows, cols) row-major (lds).
+// high half 0 past rows; columns from cols rounded up to 16 (at most ld_words) not written. src
+// is (rows, cols) row-major (lds).
 void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                      int cols);
 
