@@ -150,11 +150,25 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const flo
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   require_bf16("gemm_bf16");
+  // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
+  // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
+  // driver adds block after block into C, so the chunks give the same bits as one call.
+  constexpr int64_t kChunkWords = int64_t(1) << 20;  // 4 MiB
+  const int64_t block_words = int64_t(bf16_avx512::kBlockPairs) * round16(N);
+  const int chunk =
+      2 * bf16_avx512::kBlockPairs * int(std::max<int64_t>(1, kChunkWords / block_words));
   std::vector<uint32_t>& packed = b_words();
-  const size_t words = bf16_packed_b_words(K, N);
-  if (packed.size() < words) packed.resize(words);
-  bf16_pack_b(packed.data(), trans_b, B, ldb, K, N);
-  gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, packed.data(), beta, C, ldc);
+  int k0 = 0;
+  do {
+    const int k = std::min(chunk, K - k0);
+    const size_t words = bf16_packed_b_words(k, N);
+    if (packed.size() < words) packed.resize(words);
+    const float* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
+    const float* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
+    bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
+    gemm_bf16_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
+    k0 += chunk;
+  } while (k0 < K);
 }
 
 double bf16_dot_probe_seconds(int64_t iterations) {

@@ -219,3 +219,29 @@ TEST_CASE("gemm_bf16 with packed B reuses the pack, K = 0 scales C by beta", "[b
                               C3.data(), N);
   for (float c : C3) REQUIRE(c == 1.0f);
 }
+
+TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, beta once",
+          "[bf16]") {
+  // N = 5500: one 192-pair block of B is over 1 M words, so gemm_bf16 packs 384 k per chunk and
+  // K = 801 takes three chunks (the last one odd).
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int M = 5, N = 5500, K = 801;
+  std::vector<float> A(size_t(K) * M), B(size_t(K) * N), C0(size_t(M) * N);
+  for (auto& x : A) x = u(rng);
+  for (auto& x : B) x = u(rng);
+  for (auto& x : C0) x = u(rng);
+  std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
+  nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, B.data(), N, K, N);
+  std::vector<float> C1 = C0, C2 = C0;
+  nostrum::kernels::gemm_bf16_packed(Trans::kYes, M, N, K, 1.0f, A.data(), M, packed.data(), 0.5f,
+                                     C1.data(), N);
+  nostrum::kernels::gemm_bf16(Trans::kYes, Trans::kNo, M, N, K, 1.0f, A.data(), M, B.data(), N,
+                              0.5f, C2.data(), N);
+  CHECK(C1 == C2);
+  Check worst;
+  check_gemm(Trans::kYes, Trans::kNo, M, N, K, 1.0f, 0.5f, rng, worst);
+  check_gemm(Trans::kNo, Trans::kYes, 3, N, 1001, -1.0f, 0.0f, rng, worst);
+  CHECK(worst.rounded_max <= 1.0);
+  CHECK(worst.full_max <= 1.0);
+}
