@@ -190,12 +190,14 @@ void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int
   const int pairs = (rows + 1) / 2;
   PackedB layout;
   layout.pairs = pairs, layout.n_padded = n_padded;
-  for (int s = s0; s < s1; ++s) {
-    const int j0 = kStrip * s, w = layout.width(s);
-    uint32_t* d = dst + int64_t(j0) * pairs;
-    for (int p = 0; p < pairs; ++p, d += w) {
-      const float* a = src + int64_t(2 * p) * lds;
-      const bool has_b = 2 * p + 1 < rows;
+  // Pair rows outer: each source row is read once (a weight gradient's B is a whole tile of
+  // activations, read from memory), its strips written as it goes.
+  for (int p = 0; p < pairs; ++p) {
+    const float* a = src + int64_t(2 * p) * lds;
+    const bool has_b = 2 * p + 1 < rows;
+    for (int s = s0; s < s1; ++s) {
+      const int j0 = kStrip * s, w = layout.width(s);
+      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
       for (int c = 0; c < w; c += 16) {
         const __mmask16 k = first(cols - j0 - c);
         const __m512 va = _mm512_maskz_loadu_ps(k, a + j0 + c);
