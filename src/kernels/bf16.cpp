@@ -14,6 +14,7 @@
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 
 namespace nostrum::kernels {
 
@@ -46,9 +47,11 @@ inline int64_t split(int64_t count, int part, int parts) {
 
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count) {
   if (cpu_features().avx512()) {
+    note_dispatch(DispatchSite::kBf16Convert, Isa::kAvx512);
     bf16_avx512::convert(dst, src, count);
     return;
   }
+  note_dispatch(DispatchSite::kBf16Convert, Isa::kBaseline);
   for (int64_t i = 0; i < count; ++i) dst[i] = fp32_to_bf16(src[i]);
 }
 
@@ -80,6 +83,7 @@ size_t bf16_packed_b_words(int K, int N) {
 
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   const int64_t ld = round16(N);
   const int pairs = (K + 1) / 2;
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
@@ -108,6 +112,7 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc) {
   require_bf16("gemm_bf16");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // no products: C = beta * C
     for (int i = 0; i < M; ++i)
