@@ -32,17 +32,15 @@ bool request_amx_tile_data() {
 // DNNL_MAX_CPU_ISA unless the user set that. oneDNN reads the variable once, at its first
 // primitive; whoever calls oneDNN makes sure this table is initialised before then.
 void apply_cap_from_environment(CpuFeatures& f) {
-  const char* dnnl = std::getenv("DNNL_MAX_CPU_ISA");
-  if (dnnl) f.dnnl_max_cpu_isa = dnnl;
   const char* value = std::getenv("NOSTRUM_MAX_ISA");
-  if (!value || !*value) return;
-  const Isa cap = parse_max_isa(value);
-  f.max_isa = isa_name(cap);
-  f.cap_removed = apply_isa_cap(f, cap);
-  if (!dnnl) {
-    f.dnnl_max_cpu_isa = dnnl_max_cpu_isa_for(cap);
-    setenv("DNNL_MAX_CPU_ISA", f.dnnl_max_cpu_isa.c_str(), /*overwrite=*/0);
+  if (value && *value) {
+    const Isa cap = parse_max_isa(value);
+    f.max_isa = isa_name(cap);
+    f.cap_removed = apply_isa_cap(f, cap);
+    setenv("DNNL_MAX_CPU_ISA", dnnl_max_cpu_isa_for(cap), /*overwrite=*/0);  // the user's wins
   }
+  const char* dnnl = std::getenv("DNNL_MAX_CPU_ISA");  // as oneDNN will read it
+  f.dnnl_max_cpu_isa = dnnl ? dnnl : "";
 }
 
 }  // namespace
