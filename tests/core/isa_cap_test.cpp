@@ -37,7 +37,8 @@ std::string flags(const CpuFeatures& f) {
 
 }  // namespace
 
-TEST_CASE("NOSTRUM_MAX_ISA's values parse in any case; others are refused by name", "[isa_cap]") {
+TEST_CASE("NOSTRUM_MAX_ISA's values parse in any case and others are refused by name",
+          "[isa_cap]") {
   CHECK(nostrum::parse_max_isa("avx2") == Isa::kAvx2);
   CHECK(nostrum::parse_max_isa("AVX512") == Isa::kAvx512);
   CHECK(nostrum::parse_max_isa("avx512_bf16") == Isa::kAvx512Bf16);
