@@ -54,10 +54,10 @@ struct EnumText {
 constexpr const char* kEnvironmentHelp =
     "Environment:\n"
     "  NOSTRUM_MAX_ISA=avx2|avx512|avx512_bf16|amx\n"
-    "                        run no kernel above this instruction-set level (nostrum's, OpenBLAS's\n"
-    "                        core, oneDNN's DNNL_MAX_CPU_ISA unless set); src/kernels/README.md\n"
-    "  OPENBLAS_CORETYPE     OpenBLAS's kernel set, kept as given (else nostrum may re-exec itself\n"
-    "                        with one; NOSTRUM_KEEP_BLAS_KERNELS=1 turns that off)\n";
+    "                        run no kernel above this instruction-set level: nostrum's,\n"
+    "                        OpenBLAS's core, oneDNN's (DNNL_MAX_CPU_ISA unless set)\n"
+    "  OPENBLAS_CORETYPE     OpenBLAS's kernel set, kept as given (else nostrum may\n"
+    "                        re-exec itself with one; NOSTRUM_KEEP_BLAS_KERNELS=1: never)\n";
 
 // One options group each, one option per line (the table --help prints).
 po::options_description data_options(TrainOptions& o) {
