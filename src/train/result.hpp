@@ -44,6 +44,10 @@ struct RunResult {
   // Each conv pass's kernel: kernels::conv_choices_to_json of the table the model ran (shape,
   // pass, every candidate's time, the chosen one, how it was chosen); "" if unrecorded.
   std::string conv_kernels;
+  // The CPU as rank 0's kernels saw it: CpuFeatures::describe() (after NOSTRUM_MAX_ISA), the cap
+  // ("" for none) and the features it cleared, DNNL_MAX_CPU_ISA, OpenBLAS's core and the variant
+  // each kernel dispatch ran (describe_dispatches_ran). All "" when unrecorded (older files).
+  std::string cpu, max_isa, cap_removed, dnnl_max_cpu_isa, openblas_core, kernels_ran;
 };
 
 // The summary of a run that has ended (state.status is not kRunning); checksums given.

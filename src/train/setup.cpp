@@ -11,6 +11,7 @@
 #include "mpi/binding.hpp"
 #include "mpi/bucket_plan.hpp"
 #include "mpi/weight_sync.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/kernels/gemm.hpp"
@@ -26,6 +27,12 @@ namespace {
 constexpr double kFirstBucketMb =
     1.0;  // the first bucket (the arena's tail) starts the allreduce early
 
+// ", NOSTRUM_MAX_ISA=avx2 (cleared avx512f ...; DNNL_MAX_CPU_ISA=AVX2)" under a cap, else "".
+std::string cap_note() {
+  const CpuFeatures& f = cpu_features();
+  return f.max_isa.empty() ? "" : ", " + f.describe_cap();
+}
+
 // OpenMP threads from --threads (0: the cores this rank is bound to) and the binding table.
 void bind_threads(Run& run) {
   const mpi::RankBinding binding = mpi::local_binding(run.world.rank());
@@ -40,7 +47,7 @@ void bind_threads(Run& run) {
   run.notes.push_back("nostrum-train: " + std::to_string(run.plan.ranks) + " rank(s) x " +
                       std::to_string(run.plan.threads) + " thread(s), BLAS kernels " +
                       kernels::blas_core_name() + ", oneDNN " + kernels::onednn_library().version +
-                      " (" + kernels::onednn_library().isa + ")");
+                      " (" + kernels::onednn_library().isa + ")" + cap_note());
 }
 
 io::LoaderConfig loader_config(const Run& run, bool train) {

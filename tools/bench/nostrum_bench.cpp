@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
@@ -157,6 +160,9 @@ double peak_rss_mb() {
 int main(int argc, char** argv) try {
   nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
+  const nostrum::CpuFeatures& cpu =
+      nostrum::cpu_features();  // an unknown NOSTRUM_MAX_ISA stops here
+  if (!cpu.max_isa.empty()) std::fprintf(stderr, "nostrum-bench: CPU %s\n", cpu.describe().c_str());
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const int threads = omp_get_max_threads();
   if (!opt.precision_note.empty())
@@ -223,16 +229,21 @@ int main(int argc, char** argv) try {
     for (double t : step_s) mean += t / step_s.size();
     profile.print(*model, opt.steps, opt.batch, mean);
   }
+  const char* dnnl =
+      std::getenv("DNNL_MAX_CPU_ISA");  // what oneDNN reads (the cap's or the user's)
   std::printf(
       "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
       "\"images_per_second\": %.3f, \"gflops\": %.2f, \"peak_rss_mb\": %.0f, "
       "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f, "
-      "\"precision\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
+      "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
+      "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
       "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
-      nostrum::kernels::precision_name(opt.precision), opt.conv_kernel.c_str(), chosen_json.c_str(),
+      nostrum::kernels::precision_name(opt.precision),
+      cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
+      nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
       table.rows.size(), measured, table.measure_seconds);
   return 0;
 } catch (const nostrum::Error& e) {
