@@ -273,13 +273,17 @@ TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed,
   const std::vector<kernels::ConvPassShape> unfit = {
       {conv_geometry(2, 6, 6, 16, 20, 3, 3, 1, 1), ConvPass::kForward}};  // K % 16 != 0
   notes.clear();
-  const ConvChoiceTable fallback = kernels::select_conv_kernels(
-      unfit, Precision::kFp32, 2, kernels::conv_kernel_request("direct_avx512", "none", "x"),
-      &notes);
+  const auto direct = kernels::conv_kernel_request("direct_avx512", "none", "x");
   if (cpu_features().avx512f) {
+    const ConvChoiceTable fallback =
+        kernels::select_conv_kernels(unfit, Precision::kFp32, 2, direct, &notes);
     CHECK(fallback.rows[0].source == ConvChoiceSource::kFixedRule);
     REQUIRE(notes.size() == 1);
     CHECK_THAT(notes[0], Catch::Contains("does not fit 1 of 1"));
+  } else {  // no AVX-512 (or NOSTRUM_MAX_ISA=avx2): refused, naming the option and the CPU
+    CHECK_THROWS_WITH(
+        kernels::select_conv_kernels(unfit, Precision::kFp32, 2, direct, &notes),
+        Catch::Contains("--conv-kernel") && Catch::Contains("cannot run on this CPU"));
   }
   // A candidate that cannot run this precision is refused, naming the option.
   CHECK_THROWS_WITH(
