@@ -321,7 +321,7 @@ def case_kill9(data, tmp):
     rc, _ = job.finish(timeout=120)
     took = time.time() - start
     check(rc != 0, "kill -9 of rank 1: the job ends non-zero (%d)" % rc)
-    check(took < 60, "within 60 s (%.1f s)" % took)
+    check(took < scaled(60), "within %g s (%.1f s)" % (scaled(60), took))
 
 
 def case_sigstop(data, tmp):
@@ -334,7 +334,7 @@ def case_sigstop(data, tmp):
     rc, out = job.finish(timeout=180)
     took = time.time() - start
     check(rc == EXIT_STALL, "SIGSTOP of rank 1: the watchdog aborts with status %d (got %d)" % (EXIT_STALL, rc))
-    check(took < timeout + 25, "within the %d s stall timeout + slack (%.1f s)" % (timeout, took))
+    check(took < timeout + scaled(25), "within the %d s stall timeout + %g s slack (%.1f s)" % (timeout, scaled(25), took))
     check("rank 1 did not arrive: last seen at step" in out, "rank 1 is named with its last step")
     check("rank 0 did not arrive" not in out, "rank 0 is not named")
 
