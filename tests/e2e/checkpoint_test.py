@@ -106,9 +106,10 @@ class Watched:
 
 
 def training_args(data, *extra):
-    """A long run (50 epochs, an unreachable target) that prints every step: a test waits for the
-    3rd to know the ranks are inside the training steps (past start-up's collectives)."""
-    args = base_args(data, epochs=50, target="0.99") + list(extra)
+    """A long run (1000 epochs, an unreachable target: no machine ends it in the moment between its
+    3rd step and the test's kill) that prints every step: a test waits for the 3rd to know the ranks
+    are inside the training steps (past start-up's collectives)."""
+    args = base_args(data, epochs=1000, target="0.99") + list(extra)
     args[args.index("--progress-seconds") + 1] = "0"
     return args
 

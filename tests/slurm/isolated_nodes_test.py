@@ -90,6 +90,11 @@ def check_link_bandwidth(work, info):
 
 def main():
     info = require_isolated()
+    cores = int(info.get("NOSTRUM_CLUSTER_HOST_CORES", "0"))
+    if cores < 2:
+        print(f"SKIPPED: the host has {cores} core(s): two isolated nodes need one core each to run on their "
+              "own CPUs", flush=True)
+        raise SystemExit(77)
     work = work_dir("isolated-nodes")
     check_training_job(work, info)
     check_link_bandwidth(work, info)
