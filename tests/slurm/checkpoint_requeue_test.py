@@ -21,8 +21,8 @@ from slurm_common import ROOT, check, data, env, read, read_json, slurm_exit, su
 HOLD_STEP = 10  # of 31 in epoch 1 (2,000 images, global batch 64)
 
 
-def start(work, name):
-    job = submit(["-N", "2", "--ntasks-per-node=1", "--requeue", "--open-mode=append", "-J", name,
+def start(work, name, nodes):
+    job = submit(["-N", "2", "-w", nodes, "--ntasks-per-node=1", "--requeue", "--open-mode=append", "-J", name,
                   "-o", os.path.join(work, name + "-%j.out"), os.path.join(ROOT, "slurm", "nostrum-train.sbatch"),
                   "--data", data(), "--model", "resnet8", "--width", "8", "--batch-size", "32",
                   "--epochs", "6", "--target-accuracy", "0.3", "--seed", "3", "--progress-seconds", "1000",
@@ -61,8 +61,11 @@ def check_resumed(work, name, job, run_dir, signal_name):
 
 def main():
     work = work_dir("checkpoint-requeue")
-    usr1, usr1_dir = start(work, "ckpt")
-    term, term_dir = start(work, "term")
+    # On nodes of their own: held alike, both jobs are signalled, requeued and restarted within the
+    # same second; two orted launches on one simulated node at that moment failed once ("An ORTE
+    # daemon has unexpectedly failed after launch", the restarted TERM job, 2026-12-01).
+    usr1, usr1_dir = start(work, "ckpt", "node1,node2")
+    term, term_dir = start(work, "term", "node3,node4")
     signal_while_held(work, [("ckpt", usr1, usr1_dir, "USR1"), ("term", term, term_dir, "TERM")])
     wait([usr1, term], 200)
     check_resumed(work, "ckpt", usr1, usr1_dir, "SIGUSR1")
