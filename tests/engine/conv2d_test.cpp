@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_cap_env.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/layers/conv2d.hpp"
@@ -218,8 +219,10 @@ const std::vector<ConvGeometry>& direct_shapes() {
 TEST_CASE("direct kernels and GEMM path match the naive reference when K is a multiple of 16",
           "[conv2d]") {
   const bool direct_here = nostrum::kernels::direct_conv_available();
-  REQUIRE(direct_here == bool(__builtin_cpu_supports("avx512f")));
-  if (!direct_here) WARN("this CPU has no AVX-512F: only the GEMM path is checked here");
+  REQUIRE(direct_here == (__builtin_cpu_supports("avx512f") &&
+                          nostrum::testing::cap_allows(nostrum::Isa::kAvx512)));
+  if (!direct_here)
+    WARN("no AVX-512F on this CPU or under NOSTRUM_MAX_ISA: only the GEMM path is checked here");
   std::mt19937 rng(5);
   for (const ConvGeometry& g : direct_shapes()) {
     const auto [in, weight, d_out] = random_tensors(g, rng);
