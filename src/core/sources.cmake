@@ -1,7 +1,9 @@
-# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table.
+# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table
+# (its detection per target architecture: cpu_features_x86.cpp or cpu_features_aarch64.cpp).
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_features_${NOSTRUM_ARCH}.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp

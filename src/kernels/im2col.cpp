@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "nostrum/core/isa_clones.hpp"
+
 namespace nostrum::kernels {
 
 namespace {
@@ -28,8 +30,7 @@ inline Window window_of(const PatchShape& s, int64_t row) {
 }
 
 // dst[0, n) += src[0, n); cloned per ISA and picked at load time (no -march=native).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void add_into(
-    float* __restrict dst, const float* __restrict src, int n) {
+NOSTRUM_ISA_CLONES void add_into(float* __restrict dst, const float* __restrict src, int n) {
   for (int i = 0; i < n; ++i) dst[i] += src[i];
 }
 

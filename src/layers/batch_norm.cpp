@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_clones.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
 
 namespace nostrum::layers {
@@ -46,7 +47,7 @@ void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, R
 
 // Row kernels, vectorised across channels (each lane one channel, rows summed in order, so every
 // ISA gives the same bits); cloned per ISA and picked at load time (no -march=native).
-#define NOSTRUM_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define NOSTRUM_BN_CLONES NOSTRUM_ISA_CLONES
 
 // Sums over rows go through float partials of kBlockRows rows (each lane one channel, in row order)
 // added into the double accumulators: the double conversions and adds were most of the statistics

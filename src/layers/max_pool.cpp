@@ -6,14 +6,16 @@
 #include <cmath>
 #include <limits>
 
+#include "nostrum/core/isa_clones.hpp"
+
 namespace nostrum::layers {
 
 namespace {
 
 // y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie).
 // Branch-free so that it vectorises; cloned per ISA and picked at load time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void take_max(
-    float* __restrict y, int32_t* __restrict idx, const float* __restrict x, int32_t pos, int C) {
+NOSTRUM_ISA_CLONES void take_max(float* __restrict y, int32_t* __restrict idx,
+                                 const float* __restrict x, int32_t pos, int C) {
   for (int c = 0; c < C; ++c) {
     const float v = x[c];
     const bool take = v > y[c] || v != v;
