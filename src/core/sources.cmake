@@ -1,5 +1,5 @@
 # core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table
-# (its detection per target architecture: cpu_features_x86.cpp or cpu_features_aarch64.cpp).
+# (its detection per target architecture: cpu_features_x86_64.cpp or cpu_features_aarch64.cpp).
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp

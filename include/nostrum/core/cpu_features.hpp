@@ -39,7 +39,7 @@ struct CpuFeatures {
 };
 
 // What CPUID and the OS report, without the environment's override or the AMX permission request
-// (cpu_features_x86.cpp or cpu_features_aarch64.cpp, by the build's target).
+// (cpu_features_x86_64.cpp or cpu_features_aarch64.cpp, by the build's target).
 CpuFeatures detect_cpu_features();
 
 // The process's table, detected once. NOSTRUM_CPU_NO_BF16=1 in the environment reports
