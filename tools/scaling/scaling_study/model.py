@@ -11,7 +11,8 @@ trace); taken as independent normals across ranks, the slowest is E_p standard d
 median (E_2 = 1/sqrt(pi) = 0.56, E_1024 = 3.25), and rank 0 measures that wait inside its exposed
 allreduce.
 
-The gradient buckets (nostrum-train's own plan, from result.json) are reduced in order by one
+The gradient buckets (nostrum-train's own plan, from result.json; fp32 unless the node says
+otherwise) are reduced in order by one
 communication thread; bucket k starts when it is ready (ready_k x backward, from a trace) and the
 previous one has ended; without overlap (result.json's "overlap") all start after backward. Where
 the communication thread has no core of its own (the rank's cores = its OpenMP threads T), it
@@ -121,7 +122,7 @@ def predict_step(node, net, nodes, local_batch, algorithm=None):
     at = node.at(local_batch)
     alpha, beta, algorithm = link(net, nodes, R, algorithm)
     backward = at["compute_s"] * node.backward_share
-    costs = [allreduce_seconds(4 * f, p, alpha, beta, algorithm) for f in node.bucket_floats]
+    costs = [allreduce_seconds(node.gradient_bytes * f, p, alpha, beta, algorithm) for f in node.bucket_floats]
     ready = node.ready_fractions if node.overlap else [1.0] * len(costs)
     compute_speed, comm_speed = (1.0, 1.0) if node.spare_core else (node.threads / (node.threads + 1),
                                                                      net.get("shared_core_comm_speed", 1.0))

@@ -30,6 +30,7 @@ class NodeCompute:
         self.spare_core = shape["rank_cores"] > threads  # ... which then has a core of its own
         self.rank_cores = shape["rank_cores"]
         self.compute_spread = shape["compute_spread"]  # per-step spread over the median (0: none)
+        self.gradient_bytes = shape.get("gradient_bytes", 4)  # bytes a gradient value (nostrum-train: fp32)
         self.sources = sources  # input -> where it came from
 
     def at(self, b):
@@ -76,6 +77,15 @@ class NodeCompute:
                                        f"({measured:.3g} / {images_per_second:g} images/s a node)")
         return node
 
+    def take_given_spread(self, spread, source=None):
+        """The compute spread given (--node-spread S, a fraction of the step's compute): assumed unless
+        its source says where it was published or measured."""
+        if not 0 <= spread < 1:
+            raise ScalingError(f"--node-spread {spread:g}: a fraction of the step's compute in [0, 1) (0.05 for 5 %)")
+        self.compute_spread = spread
+        self.sources["compute spread"] = (f"{100 * spread:.1f} % of the step's compute, "
+                                          + (source or "given (--node-spread): ASSUMED, not measured on the target"))
+
     def take_spread_from(self, trace_path):
         """The compute spread from another trace (a 1-node run on the target node)."""
         traced = trace_profile(trace_path)
@@ -97,7 +107,8 @@ class NodeCompute:
                 "bucket_floats": self.bucket_floats, "parameters": self.parameters,
                 "activation_bytes_per_image": self.activation_bytes_per_image,
                 "eval_s_per_image": self.eval_s_per_image, "model": self.model, "overlap": self.overlap,
-                "rank_cores": self.rank_cores, "compute_spread": self.compute_spread}
+                "rank_cores": self.rank_cores, "compute_spread": self.compute_spread,
+                "gradient_bytes": self.gradient_bytes}
 
 
 def _spread_source(traced, where):

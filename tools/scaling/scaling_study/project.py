@@ -3,7 +3,8 @@ batch, the epochs MLPerf's reference runs needed at that batch (rcp.py, with the
 as a band), the epochs trained (each reference run's epochs taken to the job's next scheduled
 evaluation, since only an evaluation sees the target, then averaged), the evaluation time and the
 projected time-to-solution; the node count that minimises it; points that do not fit in memory or
-lie beyond the RCP table are refused, with the reason."""
+lie beyond the RCP table are refused, with the reason. A run of a fixed epoch budget (--epochs N)
+trains N epochs and passes the scheduled evaluations within them, the RCP unused."""
 import math
 
 from .common import ScalingError
@@ -38,19 +39,29 @@ def stopping_epoch(needed, eval_every, eval_offset):
     return first if need <= first else first + math.ceil((need - first) / eval_every) * eval_every
 
 
-def time_to_solution(point, trained, train_images, val_images, eval_every, eval_s_per_image, eval_offset=-1):
+def evaluations_within(epochs, eval_every, eval_offset):
+    """The scheduled evaluations a run of a given number of epochs passes (none before the first)."""
+    first = first_evaluation(eval_every, eval_offset)
+    return 0 if epochs < first - 1e-9 else math.floor((epochs - first) / eval_every + 1e-9) + 1
+
+
+def time_to_solution(point, trained, train_images, val_images, eval_every, eval_s_per_image, eval_offset=-1,
+                     evaluations=None):
     """(seconds, evaluations) of a run that trains `trained` epochs (a stopping epoch of the
     schedule, or the mean of several) at the point's images/s and evaluates val_images at each
-    scheduled evaluation up to it, the evaluation spread over the point's nodes."""
-    evaluations = (trained - first_evaluation(eval_every, eval_offset)) / eval_every + 1
+    scheduled evaluation up to it (or `evaluations` times, where given), the evaluation spread over
+    the point's nodes."""
+    if evaluations is None:
+        evaluations = (trained - first_evaluation(eval_every, eval_offset)) / eval_every + 1
     eval_s = val_images * eval_s_per_image / point["nodes"]
     return trained * train_images / point["images_per_second"] + evaluations * eval_s, evaluations
 
 
 def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, train_images=IMAGENET_TRAIN,
-            val_images=IMAGENET_VAL, eval_every=4, eval_offset=-1, node_memory_gb=None):
+            val_images=IMAGENET_VAL, eval_every=4, eval_offset=-1, node_memory_gb=None, epochs=None):
     """One row per node count; local_batch fixed (global = nodes x ranks x local), or global_batch
-    fixed (local = global / ranks)."""
+    fixed (local = global / ranks). epochs: a run of that many epochs (--epochs, a fixed budget)
+    instead of the RCP's epochs to 75.9 %."""
     R = node.ranks_per_node
     rows = []
     for n in nodes_list:
@@ -71,6 +82,15 @@ def project(node, net, rcp, nodes_list, local_batch=None, global_batch=None, tra
         r["efficiency"] = efficiency(r, base)
         r["epoch_s"] = train_images / r["images_per_second"]
         r["eval_s"] = val_images * node.eval_s_per_image / r["nodes"]
+        if epochs is not None:
+            r["epochs"] = {"mean": epochs, "min": epochs, "max": epochs, "how": "given (--epochs)"}
+            for key in ("mean", "min", "max"):
+                r[f"trained_epochs_{key}"] = epochs
+            r["tts_mean_s"], r["evaluations"] = time_to_solution(
+                r, epochs, train_images, val_images, eval_every, node.eval_s_per_image, eval_offset,
+                evaluations=evaluations_within(epochs, eval_every, eval_offset))
+            r["tts_min_s"] = r["tts_max_s"] = r["time_to_solution_s"] = r["tts_mean_s"]
+            continue
         e = epochs_at(rcp, r["global_batch"])
         if e is None:
             r["refused"] = (f"global batch {r['global_batch']:g} beyond the RCP table's largest "

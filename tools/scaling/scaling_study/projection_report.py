@@ -16,13 +16,17 @@ def input_lines(node, net, rcp, options):
     out += [f"{k}: {v}" for k, v in node.sources.items()]
     out.append(f"network: {net['name']} ({net.get('source') or net.get('description', 'no source given')}; "
                f"{net['latency_us']} us, {net['bandwidth_GBps']} GB/s, {net.get('algorithm', 'rabenseifner')}; {shown(net['path'])})")
-    out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {shown(rcp['path'])}")
+    if options.get("epochs") is not None:
+        out.append(f"epochs: {options['epochs']:g}, given (--epochs: a fixed budget; the RCPs unused)")
+    else:
+        out.append(f"epochs to 75.9 %: MLPerf's reference convergence points, {shown(rcp['path'])}")
     if node.model != "resnet50":
         out.append(f"NOTE: the RCPs are ResNet-50's on ImageNet; this study's model is {node.model}")
     out.append(f"dataset: {options['train_images']} training, {options['val_images']} validation images; "
                f"evaluation after epoch {first_evaluation(options['eval_every'], options['eval_offset'])}, "
-               f"then every {options['eval_every']} (--eval-every, --eval-offset); a run trains to the first "
-               "evaluation at or after the epochs it needs")
+               f"then every {options['eval_every']} (--eval-every, --eval-offset); "
+               + ("a run trains its --epochs and passes the evaluations within them" if options.get("epochs") is not None
+                  else "a run trains to the first evaluation at or after the epochs it needs"))
     memory = options.get("node_memory_gb")
     out.append(f"node memory: {memory:g} GB ({options['memory_source']})" if memory else
                "node memory: NOT CHECKED (no --node-memory-gb and none in the network profile)")
