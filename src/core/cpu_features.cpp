@@ -1,5 +1,5 @@
-// The CPU features table: the detected features (cpu_features_<arch>.cpp), the NOSTRUM_CPU_NO_BF16
-// override, Linux's AMX tile-data permission request and the one-line description.
+// The CPU features table: Google's cpu_features (CPUID + XCR0), the NOSTRUM_CPU_NO_BF16 override
+// and Linux's AMX tile-data permission request.
 #include "nostrum/core/cpu_features.hpp"
 
 #include <sys/syscall.h>
@@ -14,6 +14,13 @@ namespace {
 
 const char* yes_no(bool b) {
   return b ? "yes" : "no";
+}
+
+// "0x0d4f" for (0xd4f, 4).
+std::string hex(int value, int digits) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%0*x", digits, value);
+  return text;
 }
 
 bool bf16_hidden_by_environment() {
@@ -31,13 +38,9 @@ bool request_amx_tile_data() {
 #endif
 }
 
-std::string hex(int value, int digits) {
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%0*x", digits, value);
-  return text;
-}
-
 }  // namespace
+
+// detect_cpu_features(): cpu_features_x86_64.cpp or cpu_features_aarch64.cpp, by the target.
 
 std::string CpuFeatures::describe() const {
   if (architecture == "aarch64") {
@@ -58,7 +61,7 @@ std::string CpuFeatures::describe() const {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures table = [] {
     CpuFeatures f = detect_cpu_features();
-    if (bf16_hidden_by_environment()) f.avx512_bf16 = f.amx_bf16 = f.arm_bf16 = false;
+    if (bf16_hidden_by_environment()) f.avx512_bf16 = f.amx_bf16 = false;
     if (f.amx_tile && f.amx_bf16) f.amx_permitted = request_amx_tile_data();
     return f;
   }();

@@ -1,9 +1,8 @@
-# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table
-# (its detection per target architecture: cpu_features_x86_64.cpp or cpu_features_aarch64.cpp).
+# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table.
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu_features_${NOSTRUM_ARCH}.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_features_${NOSTRUM_ARCH}.cpp  # detection: x86_64 or aarch64
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp

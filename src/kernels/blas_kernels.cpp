@@ -59,9 +59,6 @@ bool set_and_not_zero(const char* variable) {
 }  // namespace
 
 void select_blas_kernels(char** argv) {
-  // x86-64 only: on aarch64 OpenBLAS's own choice by the core's MIDR part (ARMV8, NEOVERSEN1,
-  // A64FX, ...) is kept; its x86 core names mean nothing there.
-  if (cpu_features().architecture != "x86_64") return;
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's (or site's) choice
   if (set_and_not_zero("NOSTRUM_KEEP_BLAS_KERNELS")) return;
   // Tests set NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 to take the re-exec path on CPUs OpenBLAS knows.

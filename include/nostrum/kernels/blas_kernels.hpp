@@ -11,10 +11,11 @@ namespace nostrum::kernels {
 // is not set, OpenBLAS chose a generic kernel set, and the CPU supports AVX-512 (SkylakeX kernels)
 // or AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly and re-executes the program
 // with the same arguments (once). Does nothing when the user set OPENBLAS_CORETYPE (their choice is
-// kept) or NOSTRUM_KEEP_BLAS_KERNELS=1, and on aarch64 (OpenBLAS's own core choice is kept there).
-// Returns normally when no re-exec happened.
+// kept) or NOSTRUM_KEEP_BLAS_KERNELS=1. Returns normally when no re-exec happened.
 // NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 (for tests) re-executes as if OpenBLAS had chosen a generic
 // kernel set, so the re-exec path runs on every CPU with AVX2 + FMA or AVX-512.
+// On aarch64 it never re-executes (the table has no x86 features there): OpenBLAS's own choice of
+// its arm64 kernels by the core's part (ARMV8, NEOVERSEN1, A64FX, ...) is kept.
 void select_blas_kernels(char** argv);
 
 }  // namespace nostrum::kernels
