@@ -137,7 +137,7 @@ Options parse(int argc, char** argv) {
           "interleaved per conv)\n"
           "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
           "SGEMM and bf16 probes\n"
-          "  --precision bf16: the convs on the vdpbf16ps GEMM (needs x86-64 AVX512_BF16); percentages "
+          "  --precision bf16: the convs on the vdpbf16ps GEMM (needs AVX512_BF16); percentages "
           "then of the bf16 dot-product probe\n");
       std::exit(0);
     } else {
