@@ -1,7 +1,7 @@
-// bf16 conversion and the driver of the mixed-precision GEMM: it rounds A into 32-bit k-pair words
-// (row-major, or pair-major for a transposed A), blocks the product (256 columns x 168 rows x 192
-// k-pairs: the B block ~196 KB in L2, one 32-column strip of it ~24 KB in L1) and hands the blocks
-// to the AVX512_BF16 tiles (bf16_avx512.cpp).
+// bf16 conversion and the driver of the mixed-precision GEMM: B packed in 32-column strips of
+// k-pair words; the product cut into blocks of 168 rows x 192 k-pairs (all columns unless the
+// threads need more pieces), A's block rounded into a 129 KB per-thread buffer once per block and
+// handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp).
 #include "nostrum/kernels/bf16.hpp"
 
 #include <omp.h>
@@ -18,10 +18,6 @@
 namespace nostrum::kernels {
 
 namespace {
-
-constexpr int kPairsPerBlock = 192;
-constexpr int kRowsPerBlock = 168;  // 12 register tiles of 14 rows
-constexpr int kColumnsPerBlock = 256;
 
 int64_t round16(int64_t n) {
   return (n + 15) / 16 * 16;
@@ -84,33 +80,27 @@ size_t bf16_packed_b_words(int K, int N) {
 
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
-  const int64_t ld = round16(N);
-  const int pairs = (K + 1) / 2;
-  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
+  const int n_padded = int(round16(N));
+  const int strips = (n_padded + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
 #pragma omp parallel if (threaded)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    if (trans_b == Trans::kNo) {
-      // op(B) = B (K x N): pairs of rows.
-      const int p0 = int(split(pairs, t, nt)), p1 = int(split(pairs, t + 1, nt));
-      if (p1 > p0)
-        bf16_avx512::interleave_rows(dst + p0 * ld, ld, B + int64_t(2 * p0) * ldb, ldb,
-                                     std::min(K, 2 * p1) - 2 * p0, N);
-    } else {
-      // op(B) = B^T, B stored (N x K): blocks of 16 columns of op(B) (rows of B).
-      const int64_t blocks = ld / 16;
-      const int64_t c0 = split(blocks, t, nt) * 16, c1 = split(blocks, t + 1, nt) * 16;
-      if (c1 > c0) {
-        bf16_avx512::interleave_columns(dst + c0, ld, int(c1 - c0), B + c0 * ldb, ldb,
-                                        int(std::max<int64_t>(0, std::min<int64_t>(N, c1) - c0)),
-                                        K);
-      }
+    const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
+    if (s1 > s0) {
+      if (trans_b == Trans::kNo)  // op(B) = B (K x N): pairs of rows
+        bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
+      else  // op(B) = B^T, B stored (N x K)
+        bf16_avx512::pack_b_columns(dst, n_padded, B, ldb, N, K, s0, s1);
     }
   }
 }
 
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc) {
+  using bf16_avx512::kBlockPairs;
+  using bf16_avx512::kBlockRows;
+  using bf16_avx512::kStrip;
   require_bf16("gemm_bf16");
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // no products: C = beta * C
@@ -119,71 +109,70 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const flo
         C[int64_t(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[int64_t(i) * ldc + j];
     return;
   }
-  const int pairs = (K + 1) / 2;
-  const int64_t ldb = round16(N);
-  // A's words: row-major (M, ld) for op(A) = A; pair-major (pairs, ld) for op(A) = A^T.
-  const int64_t ld = trans_a == Trans::kNo ? round16(pairs) : round16(M);
-  const int64_t a_rows = trans_a == Trans::kNo ? M : pairs;
-  std::vector<uint32_t>& buffer = a_words();
-  if (buffer.size() < size_t(a_rows * ld)) buffer.resize(size_t(a_rows * ld));
-  uint32_t* words = buffer.data();
-  bf16_avx512::WordsA a_all;
-  a_all.a = words;
-  if (trans_a == Trans::kNo) {
-    a_all.row = ld, a_all.pair = 1;
-  } else {
-    a_all.row = 1, a_all.pair = ld;
-  }
-
+  bf16_avx512::PackedB b;
+  b.b = Bp, b.pairs = (K + 1) / 2, b.n_padded = int(round16(N));
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
   const int threads = threaded ? omp_get_max_threads() : 1;
-  const int64_t row_blocks = (M + kRowsPerBlock - 1) / kRowsPerBlock;
-  // Enough pieces for every thread: cut the columns finer (multiples of 32) when rows are few.
-  int64_t columns = kColumnsPerBlock;
-  while (columns > 32 && row_blocks * ((N + columns - 1) / columns) < 2 * threads) columns /= 2;
+  const int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
+  // All columns in one piece (A's block converted once), cut finer (multiples of 32) only when
+  // the rows give too few pieces for the threads.
+  int64_t columns = (N + kStrip - 1) / kStrip * kStrip;
+  while (columns > kStrip && row_blocks * ((N + columns - 1) / columns) < 2 * threads)
+    columns = (columns / 2 + kStrip - 1) / kStrip * kStrip;
   const int64_t column_blocks = (N + columns - 1) / columns;
   const int64_t pieces = row_blocks * column_blocks;
-
-  auto run_piece = [&](int64_t piece) {
-    const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
-    const int i0 = int(rb * kRowsPerBlock), i1 = std::min(M, i0 + kRowsPerBlock);
-    const int j0 = int(cb * columns), j1 = int(std::min<int64_t>(N, j0 + columns));
-    for (int p0 = 0; p0 < pairs; p0 += kPairsPerBlock) {
-      bf16_avx512::WordsA a = a_all;
-      a.a += i0 * a.row + p0 * a.pair;
-      bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, a, Bp + p0 * ldb + j0, ldb, i1 - i0,
-                              j1 - j0, std::min(kPairsPerBlock, pairs - p0), alpha, beta, p0 == 0);
-    }
-  };
+  const bool pair_major = trans_a == Trans::kYes;
 
 #pragma omp parallel num_threads(threads) if (threaded)
   {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    if (trans_a == Trans::kNo) {
-      const int64_t r0 = split(M, t, nt), r1 = split(M, t + 1, nt);
-      if (r1 > r0)
-        bf16_avx512::rows_to_words(words + r0 * ld, ld, A + r0 * lda, lda, int(r1 - r0), K);
-    } else {
-      // A stored (K x M): pairs of its rows.
-      const int64_t p0 = split(pairs, t, nt), p1 = split(pairs, t + 1, nt);
-      if (p1 > p0)
-        bf16_avx512::interleave_rows(words + p0 * ld, ld, A + 2 * p0 * lda, lda,
-                                     int(std::min<int64_t>(K, 2 * p1) - 2 * p0), M);
-    }
-#pragma omp barrier
+    std::vector<uint32_t>& buffer = a_words();
+    if (buffer.size() < size_t(kBlockRows) * kBlockPairs)
+      buffer.resize(size_t(kBlockRows) * kBlockPairs);
+    uint32_t* words = buffer.data();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
+      const int i0 = int(rb * kBlockRows), rows = std::min(M - i0, kBlockRows);
+      const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
+      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs) {
+        const int pairs = std::min(kBlockPairs, b.pairs - p0);
+        const int k = std::min(K - 2 * p0, 2 * kBlockPairs);  // A's columns in this block
+        // A's block as bf16 words, once per (rows, pairs) block.
+        if (pair_major)  // A stored (K x M): pairs of its rows
+          bf16_avx512::interleave_rows(words, kBlockRows, A + int64_t(2 * p0) * lda + i0, lda, k,
+                                       rows);
+        else
+          bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows,
+                                     k);
+        bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows,
+                                n, pairs, alpha, beta, p0 == 0);
+      }
+    }
   }
 }
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   require_bf16("gemm_bf16");
+  // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
+  // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
+  // driver adds block after block into C, so the chunks give the same bits as one call.
+  constexpr int64_t kChunkWords = int64_t(1) << 20;  // 4 MiB
+  const int64_t block_words = int64_t(bf16_avx512::kBlockPairs) * round16(N);
+  const int chunk =
+      2 * bf16_avx512::kBlockPairs * int(std::max<int64_t>(1, kChunkWords / block_words));
   std::vector<uint32_t>& packed = b_words();
-  const size_t words = bf16_packed_b_words(K, N);
-  if (packed.size() < words) packed.resize(words);
-  bf16_pack_b(packed.data(), trans_b, B, ldb, K, N);
-  gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, packed.data(), beta, C, ldc);
+  int k0 = 0;
+  do {
+    const int k = std::min(chunk, K - k0);
+    const size_t words = bf16_packed_b_words(k, N);
+    if (packed.size() < words) packed.resize(words);
+    const float* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
+    const float* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
+    bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
+    gemm_bf16_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
+    k0 += chunk;
+  } while (k0 < K);
 }
 
 double bf16_dot_probe_seconds(int64_t iterations) {

@@ -44,39 +44,40 @@ inline __m512i pair_words(__m512 a, __m512 b) {
                          _mm512_and_si512(round_bits(b), _mm512_set1_epi32(int(0xffff0000u))));
 }
 
-constexpr int kMaxRows = 14;  // NB = 2: 28 accumulators + 2 B vectors + 1 broadcast < 32 zmm
-
-// One MR x 16*NB tile; ROWS: A row-major words (A.pair == 1), else pair-major (A.row == 1).
-template <int MR, int NB, bool ROWS>
-__attribute__((noinline)) void tile(float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb,
+// One MR x 16*NB register tile of fp32 accumulators: per k-pair NB loads of 16 B words (the
+// strip's next 64*NB bytes) and MR broadcasts of A words at immediate offsets from one pointer;
+// nothing converted or permuted in the loop. NB = 2 up to 14 rows (28 accumulators), NB = 1 up to
+// 24: well past vdpbf16ps's latency x throughput (6 on Zen 4) either way.
+template <int MR, int NB, bool PAIR_MAJOR>
+__attribute__((noinline)) void tile(float* C, int64_t ldc, const uint32_t* a, const uint32_t* b,
                                     int n_valid, int pairs, float alpha, float beta,
                                     bool overwrite) {
+  constexpr int64_t kRow = PAIR_MAJOR ? 1 : kBlockPairs, kPair = PAIR_MAJOR ? kBlockRows : 1;
   __m512 acc[MR][NB];
-#pragma GCC unroll 16
+#pragma GCC unroll 24
   for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
-  const uint32_t* a = A.a;
-  const int64_t step = ROWS ? 1 : A.pair, row = ROWS ? A.row : 1;
-  for (int p = 0; p < pairs; ++p, a += step, B += ldb) {
+    for (int n = 0; n < NB; ++n) acc[m][n] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int p = 0; p < pairs; ++p, a += kPair, b += 16 * NB) {
     __m512bh bv[NB];
 #pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) bv[b] = (__m512bh)_mm512_loadu_si512(B + 16 * b);
-#pragma GCC unroll 16
+    for (int n = 0; n < NB; ++n) bv[n] = (__m512bh)_mm512_loadu_si512(b + 16 * n);
+#pragma GCC unroll 24
     for (int m = 0; m < MR; ++m) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[m * row]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[m * kRow]));
 #pragma GCC unroll 2
-      for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_dpbf16_ps(acc[m][b], av, bv[b]);
+      for (int n = 0; n < NB; ++n) acc[m][n] = _mm512_dpbf16_ps(acc[m][n], av, bv[n]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
+#pragma GCC unroll 24
   for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) {
-      const __mmask16 k = first(n_valid - 16 * b);
-      float* c = C + m * ldc + 16 * b;
-      __m512 v = _mm512_mul_ps(va, acc[m][b]);
+    for (int n = 0; n < NB; ++n) {
+      const __mmask16 k = first(n_valid - 16 * n);
+      float* c = C + m * ldc + 16 * n;
+      __m512 v = _mm512_mul_ps(va, acc[m][n]);
       if (!overwrite)
         v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, c), v);
       else if (beta != 0.0f)
@@ -85,40 +86,53 @@ __attribute__((noinline)) void tile(float* C, int64_t ldc, WordsA A, const uint3
     }
 }
 
-template <int NB, bool ROWS>
-void tile_rows(int mr, float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int n_valid,
-               int pairs, float alpha, float beta, bool overwrite) {
-  switch (mr) {
-    default:
-      break;
-      // clang-format off
-#define NOSTRUM_TILE(r)                                                           \
-  case r:                                                                         \
-    tile<r, NB, ROWS>(C, ldc, A, B, ldb, n_valid, pairs, alpha, beta, overwrite); \
+constexpr int kRowsWide = 14;    // NB = 2
+constexpr int kRowsNarrow = 24;  // NB = 1
+static_assert(kBlockRows % kRowsWide == 0 && kBlockRows % kRowsNarrow == 0, "whole tiles");
+
+#define NOSTRUM_TILE(r)                                                    \
+  case r:                                                                  \
+    tile<r, NB, PM>(C, ldc, a, b, n_valid, pairs, alpha, beta, overwrite); \
     break;
+
+template <int NB, bool PM>
+void tile_rows(int mr, float* C, int64_t ldc, const uint32_t* a, const uint32_t* b, int n_valid,
+               int pairs, float alpha, float beta, bool overwrite) {
+  // clang-format off
+  switch (mr) {
+    default: break;
     NOSTRUM_TILE(1) NOSTRUM_TILE(2) NOSTRUM_TILE(3) NOSTRUM_TILE(4) NOSTRUM_TILE(5)
     NOSTRUM_TILE(6) NOSTRUM_TILE(7) NOSTRUM_TILE(8) NOSTRUM_TILE(9) NOSTRUM_TILE(10)
     NOSTRUM_TILE(11) NOSTRUM_TILE(12) NOSTRUM_TILE(13) NOSTRUM_TILE(14)
-#undef NOSTRUM_TILE
-      // clang-format on
   }
+  if constexpr (NB == 1) {
+    switch (mr) {
+      default: break;
+      NOSTRUM_TILE(15) NOSTRUM_TILE(16) NOSTRUM_TILE(17) NOSTRUM_TILE(18) NOSTRUM_TILE(19)
+      NOSTRUM_TILE(20) NOSTRUM_TILE(21) NOSTRUM_TILE(22) NOSTRUM_TILE(23) NOSTRUM_TILE(24)
+    }
+  }
+  // clang-format on
 }
+#undef NOSTRUM_TILE
 
-template <bool ROWS>
-void block(float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int M, int N, int pairs,
-           float alpha, float beta, bool overwrite) {
-  for (int j = 0; j < N; j += 32) {
-    const int n = N - j < 32 ? N - j : 32;
-    for (int i = 0; i < M; i += kMaxRows) {
-      const int mr = M - i < kMaxRows ? M - i : kMaxRows;
-      WordsA a = A;
-      a.a += i * A.row;
-      if (n > 16)
-        tile_rows<2, ROWS>(mr, C + int64_t(i) * ldc + j, ldc, a, B + j, ldb, n, pairs, alpha, beta,
-                           overwrite);
+template <bool PM>
+void block(float* C, int64_t ldc, const uint32_t* A, const PackedB& B, int p0, int j0, int M, int N,
+           int pairs, float alpha, float beta, bool overwrite) {
+  constexpr int64_t kRow = PM ? 1 : kBlockPairs;
+  for (int j = 0; j < N; j += kStrip) {
+    const int n = N - j < kStrip ? N - j : kStrip;
+    const uint32_t* b = B.at(p0, j0 + j);
+    const bool wide = B.width((j0 + j) / kStrip) > 16;
+    const int rows = wide ? kRowsWide : kRowsNarrow;
+    for (int i = 0; i < M; i += rows) {
+      const int mr = M - i < rows ? M - i : rows;
+      float* c = C + int64_t(i) * ldc + j;
+      const uint32_t* a = A + i * kRow;
+      if (wide)
+        tile_rows<2, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite);
       else
-        tile_rows<1, ROWS>(mr, C + int64_t(i) * ldc + j, ldc, a, B + j, ldb, n, pairs, alpha, beta,
-                           overwrite);
+        tile_rows<1, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite);
     }
   }
 }
@@ -140,10 +154,11 @@ void convert(uint16_t* dst, const float* src, int64_t count) {
 
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols) {
+  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
   for (int r = 0; r < rows; ++r) {
     const float* s = src + r * lds;
     uint32_t* d = dst + r * ld_words;
-    for (int64_t p = 0; p < ld_words; p += 16) {
+    for (int64_t p = 0; p < words; p += 16) {
       const int64_t n = cols - 2 * p;  // floats left in the row
       const __m512i w =
           upper_halves(round_bits(_mm512_maskz_loadu_ps(first(n), s + 2 * p)),
@@ -155,12 +170,13 @@ void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t ld
 
 void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                      int cols) {
+  const int64_t width = cols < ld_words ? cols : ld_words;
   for (int r = 0; r < rows; r += 2) {
     const float* a = src + r * lds;
     const float* b = a + lds;
     const bool has_b = r + 1 < rows;
     uint32_t* d = dst + (r / 2) * ld_words;
-    for (int64_t c = 0; c < ld_words; c += 16) {
+    for (int64_t c = 0; c < width; c += 16) {
       const __mmask16 k = first(cols - c);
       const __m512 va = _mm512_maskz_loadu_ps(k, a + c);
       const __m512 vb = has_b ? _mm512_maskz_loadu_ps(k, b + c) : _mm512_setzero_ps();
@@ -169,31 +185,60 @@ void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t 
   }
 }
 
-void interleave_columns(uint32_t* dst, int64_t ld_words, int width, const float* src, int64_t lds,
-                        int rows, int cols) {
-  const __m512i lanes =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(int(lds)));
-  const int pairs = (cols + 1) / 2;
-  for (int c = 0; c < width; c += 16) {
-    const __mmask16 k = first(rows - c);
-    const float* base = src + int64_t(c) * lds;
-    for (int p = 0; p < pairs; ++p) {
-      const __m512 va = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, lanes, base + 2 * p, 4);
-      const __m512 vb = 2 * p + 1 < cols ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, lanes,
-                                                                    base + 2 * p + 1, 4)
-                                         : _mm512_setzero_ps();
-      _mm512_storeu_si512(dst + int64_t(p) * ld_words + c, pair_words(va, vb));
+void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,
+                 int s0, int s1) {
+  const int pairs = (rows + 1) / 2;
+  PackedB layout;
+  layout.pairs = pairs, layout.n_padded = n_padded;
+  // Pair rows outer: each source row is read once (a weight gradient's B is a whole tile of
+  // activations, read from memory), its strips written as it goes.
+  for (int p = 0; p < pairs; ++p) {
+    const float* a = src + int64_t(2 * p) * lds;
+    const bool has_b = 2 * p + 1 < rows;
+    for (int s = s0; s < s1; ++s) {
+      const int j0 = kStrip * s, w = layout.width(s);
+      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
+      for (int c = 0; c < w; c += 16) {
+        const __mmask16 k = first(cols - j0 - c);
+        const __m512 va = _mm512_maskz_loadu_ps(k, a + j0 + c);
+        const __m512 vb = has_b ? _mm512_maskz_loadu_ps(k, a + lds + j0 + c) : _mm512_setzero_ps();
+        _mm512_storeu_si512(d + c, pair_words(va, vb));
+      }
     }
   }
 }
 
-void gemm_block(float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int M, int N,
-                int pairs, float alpha, float beta, bool overwrite) {
-  if (A.pair == 1)
-    block<true>(C, ldc, A, B, ldb, M, N, pairs, alpha, beta, overwrite);
+void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,
+                    int s0, int s1) {
+  const __m512i lanes =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(int(lds)));
+  const int pairs = (k + 1) / 2;
+  PackedB layout;
+  layout.pairs = pairs, layout.n_padded = n_padded;
+  for (int s = s0; s < s1; ++s) {
+    const int j0 = kStrip * s, w = layout.width(s);
+    uint32_t* d = dst + int64_t(j0) * pairs;
+    for (int c = 0; c < w; c += 16) {
+      const __mmask16 m = first(n - j0 - c);
+      const float* base = src + int64_t(j0 + c) * lds;
+      for (int p = 0; p < pairs; ++p) {
+        const __m512 va = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes, base + 2 * p, 4);
+        const __m512 vb = 2 * p + 1 < k ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes,
+                                                                   base + 2 * p + 1, 4)
+                                        : _mm512_setzero_ps();
+        _mm512_storeu_si512(d + int64_t(p) * w + c, pair_words(va, vb));
+      }
+    }
+  }
+}
+
+void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B, int p0,
+                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite) {
+  if (pair_major)
+    block<true>(C, ldc, A, B, p0, j0, M, N, pairs, alpha, beta, overwrite);
   else
-    block<false>(C, ldc, A, B, ldb, M, N, pairs, alpha, beta, overwrite);
+    block<false>(C, ldc, A, B, p0, j0, M, N, pairs, alpha, beta, overwrite);
 }
 
 float dot_probe(int64_t iterations) {

@@ -12,33 +12,55 @@ namespace nostrum::kernels::bf16_avx512 {
 void convert(uint16_t* dst, const float* src, int64_t count);
 
 // Row-major words: dst[r * ld_words + p] = (src[r][2p], src[r][2p+1]) for rows [0, rows), the
-// high half 0 past cols; words [ceil(cols/2), ld_words) of each row are zeroed.
+// high half 0 past cols, words from ceil(cols/2) rounded up to 16 (at most ld_words) not written.
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols);
 
 // Pair-major words: dst[p * ld_words + c] = (src[2p][c], src[2p+1][c]) for p < ceil(rows/2), the
-// high half 0 past rows; columns [cols, ld_words) zeroed. src is (rows, cols) row-major (lds).
+// high half 0 past rows; columns from cols rounded up to 16 (at most ld_words) not written. src
+// is (rows, cols) row-major (lds).
 void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                      int cols);
 
-// Pair-major words of the transpose: dst[p * ld_words + c] = (src[c][2p], src[c][2p+1]) for
-// p < ceil(cols/2), c < rows; columns [rows, width) zeroed (width a multiple of 16). src is
-// (rows, cols) row-major.
-void interleave_columns(uint32_t* dst, int64_t ld_words, int width, const float* src, int64_t lds,
-                        int rows, int cols);
-
-// The operand A of one call: word (i, p) at a[i * row + p * pair] (row-major: pair == 1;
-// pair-major: row == 1).
-struct WordsA {
-  const uint32_t* a = nullptr;
-  int64_t row = 0, pair = 1;
+// ---- packed B: column strips ----
+// op(B) (K x N) as pair words in strips of 32 columns (the last strip 16 or 32 wide: N rounded up
+// to 16): strip s holds pairs [0, pairs) x its width contiguously, so the microkernel's B operand
+// for a block of pairs is one contiguous run (no cache-set conflicts whatever N is).
+constexpr int kStrip = 32;
+struct PackedB {
+  const uint32_t* b = nullptr;
+  int pairs = 0;     // ceil(K / 2)
+  int n_padded = 0;  // N rounded up to 16
+  int width(int strip) const {
+    return n_padded - kStrip * strip < kStrip ? n_padded - kStrip * strip : kStrip;
+  }
+  // Word (p, j) for j the first column of a strip (a multiple of 32).
+  const uint32_t* at(int p, int j) const {
+    return b + int64_t(j) * pairs + int64_t(p) * width(j / kStrip);
+  }
 };
 
-// C[i][j] (i < M, j < N, row stride ldc) = alpha * sum_p A(i, p) . B(p, j) + beta * C[i][j] when
-// overwrite (beta == 0 never reads C), else C[i][j] += alpha * sum. B: pair-major words, row
-// stride ldb >= N rounded up to 16, zero past N. Sums pairs [0, pairs) of the given A and B.
-void gemm_block(float* C, int64_t ldc, WordsA A, const uint32_t* B, int64_t ldb, int M, int N,
-                int pairs, float alpha, float beta, bool overwrite);
+// Packs op(B) = pair rows of src (rows x cols, row-major, lds) into the strip layout for the strips
+// [s0, s1): word (p, j) = (src[2p][j], src[2p+1][j]), zero past rows and cols.
+void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,
+                 int s0, int s1);
+// The same for op(B) = src^T, src (cols_of_op_b x rows_of_op_b) = (N x K) row-major: word (p, j) =
+// (src[j][2p], src[j][2p+1]).
+void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,
+                    int s0, int s1);
+
+// ---- A: one block per (rows, pairs) cache block, converted by the driver ----
+// Row-major block: word (i, p) at a[i * kBlockPairs + p]; pair-major block: a[p * kBlockRows + i].
+// Both strides are compile-time constants, so the microkernel's broadcasts are one pointer plus
+// immediate offsets.
+constexpr int kBlockRows = 168;  // 12 tiles of 14 rows (2 strips) or 7 of 24 (1 strip)
+constexpr int kBlockPairs = 192;
+
+// C[i][j] (i < M, j < N, row stride ldc) = alpha * sum_p A(i, p) . B(p0 + p, j0 + j) + beta *
+// C[i][j] when overwrite (beta == 0 never reads C), else C[i][j] += alpha * sum, for p < pairs
+// (<= kBlockPairs), M <= kBlockRows; j0 a multiple of 32.
+void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B, int p0,
+                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite);
 
 // iterations rounds of 24 independent vdpbf16ps chains in registers; returns a value that depends
 // on every chain (so nothing is optimised away).

@@ -1,4 +1,5 @@
-// The exit statuses of nostrum-train (README "Exit status"), and the one for each way a run ends.
+// The exit statuses of nostrum-train (src/train/README.md, "Exit status"), and the one for each way
+// a run ends.
 #pragma once
 
 #include "mpi/stall_watchdog.hpp"

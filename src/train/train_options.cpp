@@ -236,7 +236,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       "nostrum-train: data-parallel training to a target accuracy\n"
       "usage: [mpirun -n P] nostrum-train --data DIR [options]\n"
       "--nesterov works with both optimizers; --pad-crop is refused on JPEG data.\n"
-      "Options (one marked 'only with X' is refused without X, naming both)");
+      "Options (one marked 'only with X' is refused without X, naming both); each one explained,\n"
+      "with the output, exit statuses and checkpoints: src/train/README.md in nostrum's sources");
   all.add(data_options(o)).add(model_options(o, text)).add(optimisation_options(o, text));
   all.add(evaluation_options(o)).add(parallelism_options(o, text)).add(run_options(o));
   po::variables_map vm;

@@ -61,6 +61,9 @@ def main():
           "--help is grouped by topic")
     check("only with --sync-bn" in p.stdout and "only with --checkpoint-dir" in p.stdout,
           "--help marks the options refused without another")
+    check("src/train/README.md" in p.stdout
+          and os.path.isfile(os.path.join(ROOT, "src", "train", "README.md")),
+          "--help names the options' reference, which exists")
 
     # --precision auto: rank 0's probes choose for every rank, the choice and both probe numbers are
     # printed and the result records the precision run (bf16 hidden, as on a CPU without it).

@@ -4,6 +4,8 @@
 // reduction length.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -127,16 +129,29 @@ TEST_CASE("conv2d bf16: forward and both gradients within the bf16 bound, odd sh
       geometry(2, 8, 8, 21, 30, 1, 1, 2, 0),   // 1x1 stride 2 (im2col)
       geometry(1, 11, 10, 1, 5, 7, 7, 2, 3),   // one input channel: no weight packing
       geometry(2, 4, 4, 130, 36, 3, 3, 1, 1),  // long reduction (1170): several k-blocks
+      // resnet8's channel counts (16, 32, 64; 28x28 input shrunk to keep the reference cheap) and
+      // ResNet-50's stem and bottleneck widths: 16-column (narrow) strips, 32-column strips,
+      // more than one 168-row block, several 192-pair blocks.
+      geometry(2, 8, 8, 1, 16, 3, 3, 1, 1),      // resnet8 stem
+      geometry(2, 8, 8, 16, 32, 3, 3, 2, 1),     // resnet8 layer2.0.conv1
+      geometry(2, 8, 8, 16, 32, 1, 1, 2, 0),     // resnet8 layer2.0 shortcut
+      geometry(2, 4, 4, 32, 64, 3, 3, 2, 1),     // resnet8 layer3.0.conv1
+      geometry(1, 12, 12, 3, 64, 7, 7, 2, 3),    // ResNet-50 stem (147-long rows)
+      geometry(1, 14, 14, 64, 256, 1, 1, 1, 0),  // bottleneck expand: 196 rows, 8 strips
+      geometry(1, 7, 7, 256, 64, 3, 3, 1, 1),    // 2304-long rows: 12 pair blocks
   };
-  for (const auto& g : shapes)
-    for (ConvThreading t : {ConvThreading::kSharedGemm, ConvThreading::kPerThread})
-      for (bool accumulate : {false, true}) {
-        ConvOptions o;
-        o.threading = t;
-        o.accumulate_d_in = accumulate;
-        if (t == ConvThreading::kPerThread) o.column_budget_floats = 4096;  // many small tiles
-        check_conv(g, o, worst);
-      }
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const auto& g : shapes)
+      for (ConvThreading t : {ConvThreading::kSharedGemm, ConvThreading::kPerThread})
+        for (bool accumulate : {false, true}) {
+          ConvOptions o;
+          o.threading = t;
+          o.accumulate_d_in = accumulate;
+          if (t == ConvThreading::kPerThread) o.column_budget_floats = 4096;  // many small tiles
+          check_conv(g, o, worst);
+        }
+  }
   INFO("worst err/bound " << worst.ratio);
   CHECK(worst.ratio <= 1.0);
   CHECK(worst.ratio > 0.01);  // bf16 rounding is visible: not an fp32 path in disguise

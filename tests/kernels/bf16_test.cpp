@@ -4,6 +4,8 @@
 // detection: tests/core/cpu_features_test.cpp). Row-major matrices throughout.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -170,18 +172,25 @@ void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta
 TEST_CASE("gemm_bf16 matches float64 within the bf16 bound, odd shapes, all transposes", "[bf16]") {
   std::mt19937 rng(14);
   Check worst;
-  for (Trans ta : {Trans::kNo, Trans::kYes})
-    for (Trans tb : {Trans::kNo, Trans::kYes})
-      for (int M : {1, 13, 15, 29, 170})
-        for (int N : {1, 7, 16, 17, 33, 40})
-          for (int K : {1, 2, 3, 17, 64, 385, 800}) {
-            if (M * N * K > 2000000) continue;
-            check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst);
-          }
-  // alpha, beta, and a shape with several row, column and k blocks.
-  check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst);
-  check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst);
-  check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst);
+  // 1 thread, and 2 (the row blocks and column pieces shared out): M past one 168-row block and
+  // not a multiple of the 14- or 24-row tiles, N past one 32-column strip with a 16-wide last
+  // one, K odd and past one 192-pair block.
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (Trans tb : {Trans::kNo, Trans::kYes})
+        for (int M : {1, 13, 15, 29, 170})
+          for (int N : {1, 7, 16, 17, 33, 40})
+            for (int K : {1, 2, 3, 17, 64, 385, 800}) {
+              if (M * N * K > 2000000) continue;
+              check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst);
+            }
+    // alpha, beta, and a shape with several row, column and k blocks.
+    check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst);
+    check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst);
+    check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst);
+    check_gemm(Trans::kYes, Trans::kNo, 64, 147, 403, 1.0f, 1.0f, rng, worst);  // stem's bwd-w
+  }
   INFO("worst err/bound: rounded operands " << worst.rounded_max << ", fp32 operands "
                                             << worst.full_max);
   CHECK(worst.rounded_max <= 1.0);
@@ -209,4 +218,30 @@ TEST_CASE("gemm_bf16 with packed B reuses the pack, K = 0 scales C by beta", "[b
   nostrum::kernels::gemm_bf16(Trans::kNo, Trans::kNo, M, N, 0, 1.0f, A.data(), 1, B.data(), N, 0.5f,
                               C3.data(), N);
   for (float c : C3) REQUIRE(c == 1.0f);
+}
+
+TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, beta once",
+          "[bf16]") {
+  // N = 5500: one 192-pair block of B is over 1 M words, so gemm_bf16 packs 384 k per chunk and
+  // K = 801 takes three chunks (the last one odd).
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int M = 5, N = 5500, K = 801;
+  std::vector<float> A(size_t(K) * M), B(size_t(K) * N), C0(size_t(M) * N);
+  for (auto& x : A) x = u(rng);
+  for (auto& x : B) x = u(rng);
+  for (auto& x : C0) x = u(rng);
+  std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
+  nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, B.data(), N, K, N);
+  std::vector<float> C1 = C0, C2 = C0;
+  nostrum::kernels::gemm_bf16_packed(Trans::kYes, M, N, K, 1.0f, A.data(), M, packed.data(), 0.5f,
+                                     C1.data(), N);
+  nostrum::kernels::gemm_bf16(Trans::kYes, Trans::kNo, M, N, K, 1.0f, A.data(), M, B.data(), N,
+                              0.5f, C2.data(), N);
+  CHECK(C1 == C2);
+  Check worst;
+  check_gemm(Trans::kYes, Trans::kNo, M, N, K, 1.0f, 0.5f, rng, worst);
+  check_gemm(Trans::kNo, Trans::kYes, 3, N, 1001, -1.0f, 0.0f, rng, worst);
+  CHECK(worst.rounded_max <= 1.0);
+  CHECK(worst.full_max <= 1.0);
 }

@@ -57,18 +57,21 @@ void require_bf16(const std::string& where);
 // Words of a packed op(B) (K x N): ceil(K/2) pair rows of N rounded up to 16 words.
 size_t bf16_packed_b_words(int K, int N);
 // Packs op(B) (K x N, row-major B with leading dimension ldb; B^T when trans_b) into dst (see top
-// of file), rounding to bf16; an odd K's last pair and the columns past N are zero.
+// of file), rounding to bf16; an odd K's last pair and the columns past N are zero. Layout: strips
+// of 32 columns (the last 16 or 32 wide), each strip's ceil(K/2) x width words contiguous, so the
+// microkernel reads one contiguous run per block of pairs whatever N is.
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N);
 
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
 // bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
-// region it uses the pool; inside one, the calling thread. A's rounded words go to a per-thread
-// buffer, grown when a call needs more and reused after. Requires bf16_available().
+// region it uses the pool; inside one, the calling thread. A is rounded one block (168 rows x 192
+// k-pairs) at a time into a 129 KB per-thread buffer, once per block. Requires bf16_available().
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc);
 
-// Same as kernels::gemm with both operands rounded to bf16: packs B (per-thread buffer) and calls
-// gemm_bf16_packed.
+// Same as kernels::gemm with both operands rounded to bf16: packs B into a per-thread buffer, a
+// chunk of k of about 4 MiB of words at a time (whole 192-pair blocks: the same bits as one pack),
+// and calls gemm_bf16_packed per chunk.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
