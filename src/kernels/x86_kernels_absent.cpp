@@ -44,11 +44,14 @@ void rows_to_words(uint32_t*, int64_t, const float*, int64_t, int, int) {
 void interleave_rows(uint32_t*, int64_t, const float*, int64_t, int, int) {
   x86_only("bf16_avx512::interleave_rows");
 }
-void interleave_columns(uint32_t*, int64_t, int, const float*, int64_t, int, int) {
-  x86_only("bf16_avx512::interleave_columns");
+void pack_b_rows(uint32_t*, int, const float*, int64_t, int, int, int, int) {
+  x86_only("bf16_avx512::pack_b_rows");
 }
-void gemm_block(float*, int64_t, WordsA, const uint32_t*, int64_t, int, int, int, float, float,
-                bool) {
+void pack_b_columns(uint32_t*, int, const float*, int64_t, int, int, int, int) {
+  x86_only("bf16_avx512::pack_b_columns");
+}
+void gemm_block(float*, int64_t, const uint32_t*, bool, const PackedB&, int, int, int, int, int,
+                float, float, bool) {
   x86_only("bf16_avx512::gemm_block");
 }
 float dot_probe(int64_t) {
