@@ -1,9 +1,12 @@
-# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table.
+# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table and
+# its NOSTRUM_MAX_ISA cap.
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features_${NOSTRUM_ARCH}.cpp  # detection: x86_64 or aarch64
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/isa.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/isa_dispatch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
 )

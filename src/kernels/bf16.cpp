@@ -14,6 +14,7 @@
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 
 namespace nostrum::kernels {
 
@@ -42,9 +43,11 @@ inline int64_t split(int64_t count, int part, int parts) {
 
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count) {
   if (cpu_features().avx512()) {
+    note_dispatch(DispatchSite::kBf16Convert, Isa::kAvx512);
     bf16_avx512::convert(dst, src, count);
     return;
   }
+  note_dispatch(DispatchSite::kBf16Convert, Isa::kBaseline);
   for (int64_t i = 0; i < count; ++i) dst[i] = fp32_to_bf16(src[i]);
 }
 
@@ -80,6 +83,7 @@ size_t bf16_packed_b_words(int K, int N) {
 
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   const int n_padded = int(round16(N));
   const int strips = (n_padded + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
@@ -102,6 +106,7 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const flo
   using bf16_avx512::kBlockRows;
   using bf16_avx512::kStrip;
   require_bf16("gemm_bf16");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // no products: C = beta * C
     for (int i = 0; i < M; ++i)

@@ -11,6 +11,7 @@
 
 #include "direct_conv_avx512.hpp"
 #include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 
 namespace nostrum::kernels {
 
@@ -188,6 +189,7 @@ size_t direct_conv_packed_floats(const ConvGeometry& s) {
 
 void direct_conv_forward(float* out, const float* in, const float* weight, const ConvGeometry& s,
                          float* packed) {
+  note_dispatch(DispatchSite::kDirectConv, Isa::kAvx512);
   // packed in blocks of 32 output channels (conv_rows): (r, t, c, k) = weight (k, c, r, t)
   const int64_t RS = int64_t(s.R) * s.S;
 #pragma omp parallel for schedule(static)
@@ -211,6 +213,7 @@ void direct_conv_forward(float* out, const float* in, const float* weight, const
 
 void direct_conv_backward_data(float* d_in, const float* d_out, const float* weight,
                                const ConvGeometry& s, float* packed, bool accumulate) {
+  note_dispatch(DispatchSite::kDirectConv, Isa::kAvx512);
   // Each class of input pixels (h = stride * i + a, w = stride * j + b) is a stride-1 convolution
   // of d_out with the kernel offsets that reach it, flipped and with the channels swapped, written
   // to every stride-th pixel of every stride-th row of d_in (stride 1: one class, all of d_in).
@@ -281,6 +284,7 @@ void direct_conv_backward_data(float* d_in, const float* d_out, const float* wei
 
 void direct_conv_backward_weights(float* d_weight, const float* d_out, const float* in,
                                   const ConvGeometry& s) {
+  note_dispatch(DispatchSite::kDirectConv, Isa::kAvx512);
   avx512::DirectShape ds;
   ds.Wp = s.W + 2 * s.pad, ds.Cin = s.C, ds.Cout = s.K;
   ds.R = s.R, ds.S = s.S, ds.stride = s.stride, ds.P = s.P(), ds.Q = s.Q();

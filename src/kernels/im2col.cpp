@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "nostrum/core/isa_clones.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 
 namespace nostrum::kernels {
 
@@ -29,10 +29,14 @@ inline Window window_of(const PatchShape& s, int64_t row) {
   return win;
 }
 
-// dst[0, n) += src[0, n); cloned per ISA and picked at load time (no -march=native).
-NOSTRUM_ISA_CLONES void add_into(float* __restrict dst, const float* __restrict src, int n) {
+// dst[0, n) += src[0, n); one copy per ISA, picked through the CPU features table
+// (nostrum/core/isa_dispatch.hpp; no -march=native).
+NOSTRUM_ALWAYS_INLINE void add_into_body(float* __restrict dst, const float* __restrict src,
+                                         int n) {
   for (int i = 0; i < n; ++i) dst[i] += src[i];
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kIm2colAdd, add_into,
+                     (float* __restrict dst, const float* __restrict src, int n), (dst, src, n))
 
 }  // namespace
 

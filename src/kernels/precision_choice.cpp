@@ -8,6 +8,7 @@
 #include "fma_probe_avx2.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
 
 namespace nostrum::kernels {
@@ -33,10 +34,14 @@ const char* fp32_fma_probe_isa() {
 
 double fp32_fma_probe_gflops(int64_t iterations) {
   const std::string isa = fp32_fma_probe_isa();
-  if (isa == "avx512")
+  if (isa == "avx512") {
+    note_dispatch(DispatchSite::kFmaProbe, Isa::kAvx512);
     return kAvx512FmaFlops * double(iterations) / fp32_fma_probe_seconds(iterations) * 1e-9;
-  if (isa == "avx2")
+  }
+  if (isa == "avx2") {
+    note_dispatch(DispatchSite::kFmaProbe, Isa::kAvx2);
     return kAvx2FmaFlops * double(iterations) / avx2::fma_probe_seconds(iterations) * 1e-9;
+  }
   return 0;
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "nostrum/core/error.hpp"
-#include "nostrum/core/isa_clones.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
 
 namespace nostrum::layers {
@@ -46,8 +46,8 @@ void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, R
 }
 
 // Row kernels, vectorised across channels (each lane one channel, rows summed in order, so every
-// ISA gives the same bits); cloned per ISA and picked at load time (no -march=native).
-#define NOSTRUM_BN_CLONES NOSTRUM_ISA_CLONES
+// ISA gives the same bits); one copy per ISA of each, picked through the CPU features table
+// (nostrum/core/isa_dispatch.hpp; no -march=native).
 
 // Sums over rows go through float partials of kBlockRows rows (each lane one channel, in row order)
 // added into the double accumulators: the double conversions and adds were most of the statistics
@@ -58,8 +58,8 @@ constexpr int64_t kBlockRows = 16;
 constexpr int kSliceChannels = 4096;
 
 // acc (C) += sum over rows of x (rows, C).
-NOSTRUM_BN_CLONES void sum_rows(double* __restrict acc, const float* __restrict x, int64_t rows,
-                                int C) {
+NOSTRUM_ALWAYS_INLINE void sum_rows_body(double* __restrict acc, const float* __restrict x,
+                                         int64_t rows, int C) {
   float part[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
@@ -73,12 +73,17 @@ NOSTRUM_BN_CLONES void sum_rows(double* __restrict acc, const float* __restrict 
     }
   }
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, sum_rows,
+                     (double* __restrict acc, const float* __restrict x, int64_t rows, int C),
+                     (acc, x, rows, C))
 
 // acc (C) += sum over rows of (x - mean)^2 around mean (C, float or double; the deviations are
 // formed in float around the mean rounded to float, as the normalising pass forms x - mean).
 template <typename Mean>
-NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const float* __restrict x,
-                                              const Mean* __restrict mean, int64_t rows, int C) {
+NOSTRUM_ALWAYS_INLINE void squared_deviation_rows_body(double* __restrict acc,
+                                                       const float* __restrict x,
+                                                       const Mean* __restrict mean, int64_t rows,
+                                                       int C) {
   float m[kSliceChannels], part[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
@@ -96,13 +101,16 @@ NOSTRUM_BN_CLONES void squared_deviation_rows(double* __restrict acc, const floa
     }
   }
 }
+NOSTRUM_ISA_VARIANTS(template <typename Mean>, DispatchSite::kBatchNormRows, squared_deviation_rows,
+                     (double* __restrict acc, const float* __restrict x,
+                      const Mean* __restrict mean, int64_t rows, int C),
+                     (acc, x, mean, rows, C))
 
 // y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each.
-NOSTRUM_BN_CLONES void normalize_rows(float* __restrict y, const float* __restrict x,
-                                      const float* __restrict z, const float* __restrict mean,
-                                      const float* __restrict invstd, const float* __restrict gamma,
-                                      const float* __restrict beta, int64_t rows, int C,
-                                      bool relu) {
+NOSTRUM_ALWAYS_INLINE void normalize_rows_body(
+    float* __restrict y, const float* __restrict x, const float* __restrict z,
+    const float* __restrict mean, const float* __restrict invstd, const float* __restrict gamma,
+    const float* __restrict beta, int64_t rows, int C, bool relu) {
   for (int64_t r = 0; r < rows; ++r, x += C, y += C) {
     if (z) {
       for (int c = 0; c < C; ++c) {
@@ -118,13 +126,21 @@ NOSTRUM_BN_CLONES void normalize_rows(float* __restrict y, const float* __restri
     }
   }
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, normalize_rows,
+                     (float* __restrict y, const float* __restrict x, const float* __restrict z,
+                      const float* __restrict mean, const float* __restrict invstd,
+                      const float* __restrict gamma, const float* __restrict beta, int64_t rows,
+                      int C, bool relu),
+                     (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
 // a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
 // partials of kBlockRows rows as above.
-NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restrict b,
-                                         const float* __restrict dy, const float* __restrict x,
-                                         const float* __restrict y, const float* __restrict mean,
-                                         int64_t rows, int C) {
+NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* __restrict b,
+                                                  const float* __restrict dy,
+                                                  const float* __restrict x,
+                                                  const float* __restrict y,
+                                                  const float* __restrict mean, int64_t rows,
+                                                  int C) {
   float pa[kSliceChannels], pb[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
@@ -157,12 +173,17 @@ NOSTRUM_BN_CLONES void backward_sum_rows(double* __restrict a, double* __restric
     }
   }
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, backward_sum_rows,
+                     (double* __restrict a, double* __restrict b, const float* __restrict dy,
+                      const float* __restrict x, const float* __restrict y,
+                      const float* __restrict mean, int64_t rows, int C),
+                     (a, b, dy, x, y, mean, rows, C))
 
 // dx = ca * g - ck * (x - mean) + cb, g = dy masked by y > 0 when y is given; dx may alias dy.
-NOSTRUM_BN_CLONES void backward_apply_rows(float* dx, const float* dy, const float* __restrict x,
-                                           const float* __restrict y, const float* __restrict mean,
-                                           const float* __restrict ca, const float* __restrict ck,
-                                           const float* __restrict cb, int64_t rows, int C) {
+NOSTRUM_ALWAYS_INLINE void backward_apply_rows_body(
+    float* dx, const float* dy, const float* __restrict x, const float* __restrict y,
+    const float* __restrict mean, const float* __restrict ca, const float* __restrict ck,
+    const float* __restrict cb, int64_t rows, int C) {
   for (int64_t r = 0; r < rows; ++r, dx += C, dy += C, x += C) {
     if (y) {
       for (int c = 0; c < C; ++c) {
@@ -175,6 +196,12 @@ NOSTRUM_BN_CLONES void backward_apply_rows(float* dx, const float* dy, const flo
     }
   }
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, backward_apply_rows,
+                     (float* dx, const float* dy, const float* __restrict x,
+                      const float* __restrict y, const float* __restrict mean,
+                      const float* __restrict ca, const float* __restrict ck,
+                      const float* __restrict cb, int64_t rows, int C),
+                     (dx, dy, x, y, mean, ca, ck, cb, rows, C))
 
 void check_rows(double count, int C) {
   NOSTRUM_CHECK(count >= 2, ShapeError,

@@ -6,16 +6,17 @@
 #include <cmath>
 #include <limits>
 
-#include "nostrum/core/isa_clones.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 
 namespace nostrum::layers {
 
 namespace {
 
 // y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie).
-// Branch-free so that it vectorises; cloned per ISA and picked at load time.
-NOSTRUM_ISA_CLONES void take_max(float* __restrict y, int32_t* __restrict idx,
-                                 const float* __restrict x, int32_t pos, int C) {
+// Branch-free so that it vectorises; one copy per ISA, picked through the CPU features table
+// (nostrum/core/isa_dispatch.hpp).
+NOSTRUM_ALWAYS_INLINE void take_max_body(float* __restrict y, int32_t* __restrict idx,
+                                         const float* __restrict x, int32_t pos, int C) {
   for (int c = 0; c < C; ++c) {
     const float v = x[c];
     const bool take = v > y[c] || v != v;
@@ -23,6 +24,10 @@ NOSTRUM_ISA_CLONES void take_max(float* __restrict y, int32_t* __restrict idx,
     idx[c] = take ? pos : idx[c];
   }
 }
+NOSTRUM_ISA_VARIANTS(, DispatchSite::kMaxPoolScan, take_max,
+                     (float* __restrict y, int32_t* __restrict idx, const float* __restrict x,
+                      int32_t pos, int C),
+                     (y, idx, x, pos, C))
 
 }  // namespace
 

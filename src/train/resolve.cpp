@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::train {
@@ -169,6 +170,7 @@ const std::vector<std::string>& overlap_policy_names() {
 }
 
 RunConfig resolve(const TrainOptions& o) {
+  cpu_features();  // an unknown NOSTRUM_MAX_ISA is an option error, reported before any work
   RunConfig c;
   // The combinations that need no data first: their errors do not depend on --data.
   c.optimizer = resolve_optimizer(o, c.notes);

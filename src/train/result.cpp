@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/kernels/gemm.hpp"
 #include "setup.hpp"
 
 namespace nostrum::train {
@@ -99,6 +102,13 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.overlap = overlaps_allreduce(run.config.parallel, run.plan, r.bucket_floats.size());
   r.weights_checksum = weights_checksum;
   r.buffers_checksum = buffers_checksum;
+  const CpuFeatures& cpu = cpu_features();
+  r.cpu = cpu.describe();
+  r.max_isa = cpu.max_isa;
+  r.cap_removed = cpu.cap_removed;
+  r.dnnl_max_cpu_isa = cpu.dnnl_max_cpu_isa;
+  r.openblas_core = kernels::blas_core_name();
+  r.kernels_ran = describe_dispatches_ran();
   return r;
 }
 
@@ -134,6 +144,12 @@ std::string result_json(const RunResult& r) {
   j["gradient_buckets"] = {{"bucket_mb", r.bucket_mb}, {"floats", r.bucket_floats}};
   j["weights_checksum"] = hex(r.weights_checksum);
   j["buffers_checksum"] = hex(r.buffers_checksum);
+  j["cpu"] = {{"features", r.cpu},
+              {"max_isa", r.max_isa},
+              {"cap_removed", r.cap_removed},
+              {"dnnl_max_cpu_isa", r.dnnl_max_cpu_isa},
+              {"openblas_core", r.openblas_core},
+              {"kernels_ran", r.kernels_ran}};
   return j.dump(2);  // indented: the file is read by people too
 }
 
@@ -180,6 +196,15 @@ RunResult parse_result_json(const std::string& text) {
   r.bucket_floats = field<std::vector<int64_t>>(buckets, "floats");
   r.weights_checksum = std::stoull(field<std::string>(j, "weights_checksum"), nullptr, 16);
   r.buffers_checksum = std::stoull(field<std::string>(j, "buffers_checksum"), nullptr, 16);
+  if (j.contains("cpu")) {  // files written before the key existed have none
+    const Json cpu = field<Json>(j, "cpu");
+    r.cpu = field<std::string>(cpu, "features");
+    r.max_isa = field<std::string>(cpu, "max_isa");
+    r.cap_removed = field<std::string>(cpu, "cap_removed");
+    r.dnnl_max_cpu_isa = field<std::string>(cpu, "dnnl_max_cpu_isa");
+    r.openblas_core = field<std::string>(cpu, "openblas_core");
+    r.kernels_ran = field<std::string>(cpu, "kernels_ran");
+  }
   return r;
 }
 

@@ -39,6 +39,10 @@ struct RunResult {
   bool overlap = false;  // the allreduce overlaps backward (or would, with more than one rank)
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
   uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
+  // The CPU as rank 0's kernels saw it: CpuFeatures::describe() (after NOSTRUM_MAX_ISA), the cap
+  // ("" for none) and the features it cleared, DNNL_MAX_CPU_ISA, OpenBLAS's core and the variant
+  // each kernel dispatch ran (describe_dispatches_ran). All "" when unrecorded (older files).
+  std::string cpu, max_isa, cap_removed, dnnl_max_cpu_isa, openblas_core, kernels_ran;
 };
 
 // The summary of a run that has ended (state.status is not kRunning); checksums given.

@@ -11,6 +11,7 @@
 #include "mpi/binding.hpp"
 #include "mpi/bucket_plan.hpp"
 #include "mpi/weight_sync.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
@@ -23,6 +24,12 @@ namespace {
 
 constexpr double kFirstBucketMb =
     1.0;  // the first bucket (the arena's tail) starts the allreduce early
+
+// ", NOSTRUM_MAX_ISA=avx2 (cleared avx512f ...; DNNL_MAX_CPU_ISA=AVX2)" under a cap, else "".
+std::string cap_note() {
+  const CpuFeatures& f = cpu_features();
+  return f.max_isa.empty() ? "" : ", " + f.describe_cap();
+}
 
 // OpenMP threads from --threads (0: the cores this rank is bound to) and the binding table.
 void bind_threads(Run& run) {
@@ -37,7 +44,7 @@ void bind_threads(Run& run) {
   if (!table.str().empty()) run.notes.push_back(table.str());
   run.notes.push_back("nostrum-train: " + std::to_string(run.plan.ranks) + " rank(s) x " +
                       std::to_string(run.plan.threads) + " thread(s), BLAS kernels " +
-                      kernels::blas_core_name());
+                      kernels::blas_core_name() + cap_note());
 }
 
 io::LoaderConfig loader_config(const Run& run, bool train) {

@@ -50,6 +50,15 @@ struct EnumText {
   bool no_overlap = false;
 };
 
+// The environment variables nostrum-train reads itself, after the options in --help.
+constexpr const char* kEnvironmentHelp =
+    "Environment:\n"
+    "  NOSTRUM_MAX_ISA=avx2|avx512|avx512_bf16|amx\n"
+    "                        run no kernel above this instruction-set level: nostrum's,\n"
+    "                        OpenBLAS's core, oneDNN's (DNNL_MAX_CPU_ISA unless set)\n"
+    "  OPENBLAS_CORETYPE     OpenBLAS's kernel set, kept as given (else nostrum may\n"
+    "                        re-exec itself with one; NOSTRUM_KEEP_BLAS_KERNELS=1: never)\n";
+
 // One options group each, one option per line (the table --help prints).
 po::options_description data_options(TrainOptions& o) {
   po::options_description data("Data");
@@ -244,7 +253,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   try {
     po::store(po::parse_command_line(argc, argv, all), vm);
     if (vm.count("help")) {
-      std::cout << all << "\n";
+      std::cout << all << "\n" << kEnvironmentHelp;
       return false;
     }
     if (vm.count("config")) {

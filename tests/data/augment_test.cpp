@@ -81,7 +81,7 @@ TEST_CASE("augment: resample of the whole image at its own size is the normalise
       }
 }
 
-TEST_CASE("augment: downscale by 2 averages pixel pairs; grey fills all channels", "[augment]") {
+TEST_CASE("augment: downscale by 2 averages pixel pairs and grey fills all channels", "[augment]") {
   AugmentConfig c;
   c.out_height = 1;
   c.out_width = 2;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_cap_env.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/layers/conv2d.hpp"
@@ -219,8 +220,10 @@ TEST_CASE("direct kernels and GEMM path match the naive reference when K is a mu
           "[conv2d]") {
   const bool direct_here = nostrum::kernels::direct_conv_available();
 #if defined(__x86_64__)
-  REQUIRE(direct_here == bool(__builtin_cpu_supports("avx512f")));
-  if (!direct_here) WARN("this CPU has no AVX-512F: only the GEMM path is checked here");
+  REQUIRE(direct_here == (__builtin_cpu_supports("avx512f") &&
+                          nostrum::testing::cap_allows(nostrum::Isa::kAvx512)));
+  if (!direct_here)
+    WARN("no AVX-512F on this CPU or under NOSTRUM_MAX_ISA: only the GEMM path is checked here");
 #else
   REQUIRE_FALSE(direct_here);  // the direct kernels are AVX-512 code: the GEMM path runs here
 #endif

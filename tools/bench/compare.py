@@ -5,6 +5,11 @@ order alternating between rounds so that drifting machine load favours neither s
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
                               [--blas avx512|env|both] [--steps K] [--layers] [--bf16]
+                              [--max-isa avx2|avx512|avx512_bf16|amx]
+--max-isa caps both sides at one instruction-set level: nostrum by NOSTRUM_MAX_ISA, PyTorch by
+DNNL_MAX_CPU_ISA (oneDNN) and ATEN_CPU_CAPABILITY (ATen's own kernels), OpenBLAS by
+OPENBLAS_CORETYPE=Haswell under avx2 (above it, as --blas says); the table's heading prints the cap
+and the ISA oneDNN's verbose log says PyTorch's convolutions ran (one extra 1-step run per case).
 --bf16 adds the bf16 columns: nostrum --precision bf16, PyTorch bf16 autocast (best of NCHW and
 channels_last), and the bf16 dot-product ceiling (vdpbf16ps in registers, nostrum-conv-bench's
 probe), all interleaved with the fp32 runs in the same rounds.
@@ -55,6 +60,45 @@ def bf16_dot_gflops(build, env):
     return float(probe_line(build, env).split("BF16-DOT")[1].split()[0])
 
 
+# --max-isa: oneDNN's and ATen's names for each level.
+DNNL_ISA = {"avx2": "AVX2", "avx512": "AVX512_CORE", "avx512_bf16": "AVX512_CORE_BF16",
+            "amx": "AVX512_CORE_AMX"}
+ATEN_CAPABILITY = {"avx2": "avx2", "avx512": "avx512", "avx512_bf16": "avx512", "amx": "avx512"}
+
+
+def cap_env(env, cap):
+    """Both sides capped at `cap` (None: env unchanged)."""
+    if cap is None:
+        return env
+    env = dict(env)
+    env["NOSTRUM_MAX_ISA"] = cap
+    env["DNNL_MAX_CPU_ISA"] = DNNL_ISA[cap]
+    env["ATEN_CPU_CAPABILITY"] = ATEN_CAPABILITY[cap]
+    if cap == "avx2":
+        env["OPENBLAS_CORETYPE"] = "Haswell"  # what nostrum's own re-exec picks under this cap
+    return env
+
+
+def cap_heading(env):
+    return ", ".join(f"{k}={env.get(k, '(unset)')}" for k in
+                     ("NOSTRUM_MAX_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE"))
+
+
+def torch_conv_isas(common, env):
+    """The oneDNN implementations PyTorch's convolutions ran (its verbose log), e.g. {"jit:avx2"}."""
+    env = dict(env, DNNL_VERBOSE="1", ONEDNN_VERBOSE="1")
+    args = common[:common.index("--steps")] + ["--steps", "1", "--warmup", "0"]
+    out = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")] + args,
+                         env=env, check=True, capture_output=True, text=True).stdout
+    isas = set()
+    for line in out.splitlines():
+        fields = line.split(",")
+        if len(fields) > 5 and fields[0].endswith("_verbose") and fields[1] == "exec" \
+                and fields[3] == "convolution":
+            isas.add(fields[4])
+    return isas
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
@@ -67,20 +111,27 @@ def main():
                         help="add nostrum bf16, PyTorch bf16 autocast and the bf16 dot ceiling")
     parser.add_argument("--layers", action="store_true",
                         help="nostrum-bench --layers: print nostrum's per-layer profile too")
+    parser.add_argument("--max-isa", choices=sorted(DNNL_ISA), default=None,
+                        help="cap both sides at this instruction-set level")
     args = parser.parse_args()
+    conv_isas = {}  # case -> oneDNN convolution implementations PyTorch ran under the cap
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
     results = []  # (mode, case, ours, theirs_best, ceiling, core)
     bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16 best, bf16 dot ceiling)
     for mode in modes:
-        env = blas_env(mode)
+        env = cap_env(blas_env(mode), args.max_isa)
         env["OMP_NUM_THREADS"] = str(args.threads)
+        print("# cap: " + cap_heading(env), flush=True)
         for case in args.cases.split(","):
             spec = CASES[case]
             steps = str(args.steps or spec["steps"])
             common = ["--model", spec["model"], "--image", spec["image"], "--batch",
                       str(spec["batch"]), "--threads", str(args.threads), "--steps", steps]
             ours, theirs, ceilings, core = [], [], [], ""
+            if args.max_isa:
+                conv_isas[case] = torch_conv_isas(common, env)
+                print(f"# PyTorch's oneDNN convolutions ran: {sorted(conv_isas[case])}", flush=True)
             ours16, theirs16, dots = [], [], []
             for r in range(args.rounds):
                 def run_ours():
@@ -123,6 +174,12 @@ def main():
                                      statistics.median(dots)))
 
     print()
+    if args.max_isa:
+        print(f"Capped at {args.max_isa}: {cap_heading(env)}; nostrum's kernels ran "
+              + "; ".join(sorted({o.get('kernels_ran', '?') for _, _, o, _, _, _ in results}))
+              + "; PyTorch's oneDNN convolutions ran "
+              + ", ".join(sorted(set().union(*conv_isas.values())) or ["(none logged)"]))
+        print()
     print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | nostrum GFLOP/s | "
           f"SGEMM GFLOP/s | % of SGEMM | RSS nostrum / PyTorch MB |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
@@ -144,6 +147,9 @@ double peak_rss_mb() {
 int main(int argc, char** argv) try {
   nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
+  const nostrum::CpuFeatures& cpu =
+      nostrum::cpu_features();  // an unknown NOSTRUM_MAX_ISA stops here
+  if (!cpu.max_isa.empty()) std::fprintf(stderr, "nostrum-bench: CPU %s\n", cpu.describe().c_str());
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const int threads = omp_get_max_threads();
   if (!opt.precision_note.empty())
@@ -190,15 +196,20 @@ int main(int argc, char** argv) try {
     for (double t : step_s) mean += t / step_s.size();
     profile.print(*model, opt.steps, opt.batch, mean);
   }
+  const char* dnnl =
+      std::getenv("DNNL_MAX_CPU_ISA");  // what oneDNN reads (the cap's or the user's)
   std::printf(
       "{\"model\": \"%s\", \"image\": \"%dx%dx%d\", \"batch\": %d, \"threads\": %d, "
       "\"images_per_second\": %.3f, \"gflops\": %.2f, \"peak_rss_mb\": %.0f, "
       "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f, "
-      "\"precision\": \"%s\"}\n",
+      "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
+      "\"kernels_ran\": \"%s\"}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
-      nostrum::kernels::precision_name(opt.precision));
+      nostrum::kernels::precision_name(opt.precision),
+      cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
+      nostrum::describe_dispatches_ran().c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

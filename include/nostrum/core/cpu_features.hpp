@@ -1,11 +1,14 @@
 // The CPU's instruction-set features, read once for the whole process: the one table the kernels
 // dispatch on (OpenBLAS kernel choice, the AVX-512 direct convolutions, the bf16 GEMM). Read by
 // Google's cpu_features library (Debian libcpu-features-dev), which takes a feature as present
-// only when CPUID reports it and the OS saves its registers (XCR0); Linux's AMX tile permission is
-// requested here on top, as the library does not.
+// only when CPUID reports it and the OS saves its registers (XCR0); lowered to the NOSTRUM_MAX_ISA
+// cap (isa.hpp) when one is set; Linux's AMX tile permission is requested here on top, as the
+// library does not.
 #pragma once
 
 #include <string>
+
+#include "nostrum/core/isa.hpp"
 
 namespace nostrum {
 
@@ -31,19 +34,36 @@ struct CpuFeatures {
   // Linux granted tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); requested once,
   // only where amx_tile and amx_bf16. False when refused (old kernel, seccomp).
   bool amx_permitted = false;
+  // NOSTRUM_MAX_ISA as read ("avx2", "avx512", "avx512_bf16", "amx"; empty: no cap) and the
+  // features it cleared on this CPU ("avx512f avx512bw ..."; empty when it cleared none).
+  std::string max_isa, cap_removed;
+  // DNNL_MAX_CPU_ISA as oneDNN will read it: the user's value when they set one, else the cap's
+  // (set at table init), else empty (oneDNN takes the best ISA it finds).
+  std::string dnnl_max_cpu_isa;
 
   // AVX512F and BW: what the bf16 conversion and the FMA probe use.
   bool avx512() const { return avx512f && avx512bw; }
+  // The highest level every feature of which the table has (isa.hpp): amx needs AMX_TILE +
+  // AMX_BF16 on top of avx512_bf16, which needs AVX512_BF16 on top of avx512 (avx512()), which
+  // needs avx2 (AVX2 + FMA).
+  Isa level() const;
   // e.g. "AuthenticAMD family 25 model 1 (AMD_ZEN3): avx2=yes fma=yes avx512=no avx512_bf16=no
-  // amx_bf16=no"
+  // amx_bf16=no"; with a cap, "... NOSTRUM_MAX_ISA=avx2 (cleared avx512f avx512bw avx512vl
+  // avx512dq avx512cd avx512_bf16; DNNL_MAX_CPU_ISA=AVX2)".
   std::string describe() const;
+  // "NOSTRUM_MAX_ISA=avx2 (cleared avx512f ...; DNNL_MAX_CPU_ISA=AVX2)"; "" without a cap.
+  std::string describe_cap() const;
 };
 
-// What CPUID and the OS report, without the environment's override or the AMX permission request.
+// What CPUID and the OS report, without the environment's overrides or the AMX permission request.
 CpuFeatures detect_cpu_features();
 
-// The process's table, detected once. NOSTRUM_CPU_NO_BF16=1 in the environment reports
-// AVX512_BF16 and AMX absent (to test the error and skip paths on a CPU that has them).
+// The process's table, detected once; every kernel dispatch reads it. NOSTRUM_CPU_NO_BF16=1 in the
+// environment reports AVX512_BF16 and AMX absent (to test the error and skip paths on a CPU that
+// has them); NOSTRUM_MAX_ISA=avx2|avx512|avx512_bf16|amx lowers the table to that level
+// (apply_isa_cap) and, unless DNNL_MAX_CPU_ISA is set, sets it to the same level for oneDNN. AMX
+// tile data is requested from Linux only where the table still has AMX. An unknown NOSTRUM_MAX_ISA
+// throws OptionError (naming the variable and the accepted values) from every call.
 const CpuFeatures& cpu_features();
 
 }  // namespace nostrum

@@ -8,10 +8,13 @@
 namespace nostrum::kernels {
 
 // Call first thing in main(), before MPI_Init and before any thread starts. When OPENBLAS_CORETYPE
-// is not set, OpenBLAS chose a generic kernel set, and the CPU supports AVX-512 (SkylakeX kernels)
-// or AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly and re-executes the program
-// with the same arguments (once). Does nothing when the user set OPENBLAS_CORETYPE (their choice is
-// kept) or NOSTRUM_KEEP_BLAS_KERNELS=1. Returns normally when no re-exec happened.
+// is not set and OpenBLAS chose a generic kernel set, or a core above the NOSTRUM_MAX_ISA cap
+// (e.g. SkylakeX or Cooperlake under avx2), and the CPU features table (after the cap) supports
+// AVX-512 (SkylakeX kernels) or AVX2 + FMA (Haswell kernels), sets OPENBLAS_CORETYPE accordingly
+// and re-executes the program with the same arguments (once). Does nothing when the user set
+// OPENBLAS_CORETYPE (their choice is kept; a note says when it is above the cap) or
+// NOSTRUM_KEEP_BLAS_KERNELS=1, nor when NOSTRUM_MAX_ISA is unknown (the program's own option
+// checks report that). Returns normally when no re-exec happened.
 // NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 (for tests) re-executes as if OpenBLAS had chosen a generic
 // kernel set, so the re-exec path runs on every CPU with AVX2 + FMA or AVX-512.
 // On aarch64 it never re-executes (the table has no x86 features there): OpenBLAS's own choice of

@@ -1,0 +1,95 @@
+// Kernel dispatch by instruction set through the CPU features table (so NOSTRUM_MAX_ISA reaches
+// every kernel): the elementwise kernels' per-ISA copies written from one body
+// (NOSTRUM_ISA_VARIANTS), and a record of the variant every dispatch ran, for the start-up report
+// and for the tests that prove a cap holds.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "nostrum/core/isa.hpp"
+
+namespace nostrum {
+
+// Every place that picks a kernel by instruction set (OpenBLAS's core is reported by
+// kernels::blas_core_name, oneDNN's by DNNL_MAX_CPU_ISA in the table).
+enum class DispatchSite {
+  kIm2colAdd,      // col2im's row adds (kernels/im2col.cpp)
+  kMaxPoolScan,    // max-pool's window scan (layers/max_pool.cpp)
+  kBatchNormRows,  // batch norm's row kernels (layers/batch_norm.cpp)
+  kDirectConv,     // the AVX-512 direct convolutions (kernels/direct_conv.cpp)
+  kBf16Convert,    // fp32 -> bf16 rounding (kernels/bf16.cpp)
+  kBf16Gemm,       // the vdpbf16ps GEMM (kernels/bf16.cpp)
+  kFmaProbe,       // --precision auto's fp32 FMA probe (kernels/precision_choice.cpp)
+};
+constexpr int kDispatchSites = 7;
+constexpr int kIsaLevels = 5;  // Isa::kBaseline .. Isa::kAmx
+
+// "im2col_add", "max_pool_scan", "batch_norm_rows", "direct_conv", "bf16_convert", "bf16_gemm",
+// "fma_probe".
+const char* dispatch_site_name(DispatchSite site);
+
+// The copy the elementwise kernels run: avx512 where the table has AVX512F, avx2 where it has
+// AVX2, else baseline. Read from the table once.
+Isa elementwise_isa();
+
+namespace detail {
+extern std::atomic<bool> dispatch_ran[kDispatchSites][kIsaLevels];
+}
+
+// Records that `site` ran its `isa` variant. Hot paths call it: after the first call it is one
+// load (the flag's cache line stays shared between threads).
+inline void note_dispatch(DispatchSite site, Isa isa) {
+  std::atomic<bool>& ran = detail::dispatch_ran[static_cast<int>(site)][static_cast<int>(isa)];
+  if (!ran.load(std::memory_order_relaxed)) ran.store(true, std::memory_order_relaxed);
+}
+
+// The variants `site` ran since the process started (or reset_dispatch_record), lowest first.
+std::vector<Isa> dispatch_variants_ran(DispatchSite site);
+
+// "batch_norm_rows=avx2 direct_conv=avx512 ...": every site that ran, its variants joined by '+';
+// "none" when nothing ran yet.
+std::string describe_dispatches_ran();
+
+// Forgets what ran (tests).
+void reset_dispatch_record();
+
+}  // namespace nostrum
+
+// Per-ISA copies of one kernel. Write the body once as an always-inline function NAME_body, then
+//   NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, (parameters), (arguments))
+// defines NAME_avx512 (target avx512f), NAME_avx2 (target avx2) and NAME_baseline, each the body
+// compiled for its ISA, and NAME, which records the dispatch and calls the copy elementwise_isa()
+// picks. TEMPLATE_HEAD is empty or e.g. `template <typename T>` (deduced from the arguments).
+// Unlike target_clones, which pick by the real CPU at load time, the choice goes through the
+// table and so honours NOSTRUM_MAX_ISA. Outside x86 all copies are the baseline.
+#if defined(__x86_64__) || defined(__i386__)
+#define NOSTRUM_TARGET_AVX512 __attribute__((target("avx512f")))
+#define NOSTRUM_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define NOSTRUM_TARGET_AVX512
+#define NOSTRUM_TARGET_AVX2
+#endif
+#define NOSTRUM_ALWAYS_INLINE inline __attribute__((always_inline))
+
+#define NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, PARAMETERS, ARGUMENTS) \
+  TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {          \
+    NAME##_body ARGUMENTS;                                                     \
+  }                                                                            \
+  TEMPLATE_HEAD NOSTRUM_TARGET_AVX2 void NAME##_avx2 PARAMETERS {              \
+    NAME##_body ARGUMENTS;                                                     \
+  }                                                                            \
+  TEMPLATE_HEAD void NAME##_baseline PARAMETERS {                              \
+    NAME##_body ARGUMENTS;                                                     \
+  }                                                                            \
+  TEMPLATE_HEAD void NAME PARAMETERS {                                         \
+    const ::nostrum::Isa isa_ = ::nostrum::elementwise_isa();                  \
+    ::nostrum::note_dispatch(SITE, isa_);                                      \
+    if (isa_ == ::nostrum::Isa::kAvx512)                                       \
+      NAME##_avx512 ARGUMENTS;                                                 \
+    else if (isa_ == ::nostrum::Isa::kAvx2)                                    \
+      NAME##_avx2 ARGUMENTS;                                                   \
+    else                                                                       \
+      NAME##_baseline ARGUMENTS;                                               \
+  }

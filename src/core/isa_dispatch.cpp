@@ -1,0 +1,69 @@
+// The elementwise kernels' ISA choice (from the CPU features table) and the record of the variant
+// every dispatch ran.
+#include "nostrum/core/isa_dispatch.hpp"
+
+#include "nostrum/core/cpu_features.hpp"
+
+namespace nostrum {
+
+namespace detail {
+std::atomic<bool> dispatch_ran[kDispatchSites][kIsaLevels];
+}
+
+const char* dispatch_site_name(DispatchSite site) {
+  switch (site) {
+    case DispatchSite::kIm2colAdd:
+      return "im2col_add";
+    case DispatchSite::kMaxPoolScan:
+      return "max_pool_scan";
+    case DispatchSite::kBatchNormRows:
+      return "batch_norm_rows";
+    case DispatchSite::kDirectConv:
+      return "direct_conv";
+    case DispatchSite::kBf16Convert:
+      return "bf16_convert";
+    case DispatchSite::kBf16Gemm:
+      return "bf16_gemm";
+    case DispatchSite::kFmaProbe:
+      return "fma_probe";
+  }
+  return "?";
+}
+
+Isa elementwise_isa() {
+  static const Isa isa = [] {
+    const CpuFeatures& f = cpu_features();
+    if (f.avx512f) return Isa::kAvx512;
+    if (f.avx2) return Isa::kAvx2;
+    return Isa::kBaseline;
+  }();
+  return isa;
+}
+
+std::vector<Isa> dispatch_variants_ran(DispatchSite site) {
+  std::vector<Isa> ran;
+  for (int i = 0; i < kIsaLevels; ++i)
+    if (detail::dispatch_ran[static_cast<int>(site)][i].load(std::memory_order_relaxed))
+      ran.push_back(static_cast<Isa>(i));
+  return ran;
+}
+
+std::string describe_dispatches_ran() {
+  std::string s;
+  for (int site = 0; site < kDispatchSites; ++site) {
+    const std::vector<Isa> ran = dispatch_variants_ran(static_cast<DispatchSite>(site));
+    if (ran.empty()) continue;
+    if (!s.empty()) s += ' ';
+    s += dispatch_site_name(static_cast<DispatchSite>(site));
+    for (size_t i = 0; i < ran.size(); ++i)
+      s += (i == 0 ? "=" : "+") + std::string(isa_name(ran[i]));
+  }
+  return s.empty() ? "none" : s;
+}
+
+void reset_dispatch_record() {
+  for (auto& site : detail::dispatch_ran)
+    for (auto& ran : site) ran.store(false, std::memory_order_relaxed);
+}
+
+}  // namespace nostrum
