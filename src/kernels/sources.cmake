@@ -3,6 +3,10 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/bf16.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_candidates.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_choice.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_selection.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
@@ -26,3 +30,6 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
 # The AVX2 FMA probe of `--precision auto` on CPUs without AVX-512 (precision_choice.cpp checks).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+# The conv kernel cache's key holds nostrum's version.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/conv_cache.cpp
+  PROPERTIES COMPILE_DEFINITIONS "NOSTRUM_VERSION_STRING=\"${PROJECT_VERSION}\"")

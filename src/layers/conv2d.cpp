@@ -12,6 +12,7 @@
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
@@ -99,7 +100,8 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
   return plan;
 }
 
-enum class Pass { kForward, kBackwardData, kBackwardWeights };
+using kernels::ConvPass;
+using Pass = kernels::ConvPass;
 
 // Whether a pass runs on the direct kernels (see ConvAlgorithm).
 bool use_direct(const ConvGeometry& g, Pass pass, ConvAlgorithm algorithm,
@@ -435,6 +437,17 @@ void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const flo
 void conv2d_backward(float* d_in, float* d_weight, const float* d_out, const float* in,
                      const float* weight, const ConvGeometry& g, float* scratch) {
   conv2d_backward(d_in, d_weight, d_out, in, weight, g, scratch, {});
+}
+
+bool conv2d_fixed_rule_direct(const ConvGeometry& g, kernels::ConvPass pass,
+                              kernels::Precision precision) {
+  return kernels::direct_conv_available() && use_direct(g, pass, ConvAlgorithm::kAuto, precision);
+}
+
+bool conv2d_runs_per_thread(const ConvGeometry& g, kernels::ConvPass pass, int threads,
+                            const ConvOptions& options) {
+  if (threads <= 1) return false;
+  return per_thread_tile_rows(make_plan(g, options), pass, threads) > 0;
 }
 
 }  // namespace nostrum::layers

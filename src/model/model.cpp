@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/splitmix64.hpp"
+#include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/layers/conv2d.hpp"
 #include "nostrum/layers/cross_entropy.hpp"
@@ -56,6 +58,9 @@ struct Layer {
   float* batch_mean = nullptr;    // kBatchNorm: the training batch's mean (C), kept for backward
   float* batch_invstd = nullptr;  // kBatchNorm: its 1/sqrt(var + eps) (C)
   int32_t* winners = nullptr;     // kMaxPool: each output's winning input position (N, out)
+  // kConv: the chosen kernel of each pass (kernels::ConvPass order), prepared at the max batch;
+  // layers of one shape share them (set_conv_kernels). backward_data is null for the stem.
+  std::shared_ptr<kernels::PreparedConv> kernel[3];
 };
 
 // A run of layers with one input and one output; a residual block adds a shortcut:
@@ -388,10 +393,13 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
   s.timed(l.name, Phase::kForward, [&] {
     switch (l.kind) {
       case LayerKind::kConv: {
-        layers::ConvGeometry g = l.conv;
-        g.N = s.n;
-        layers::conv2d_forward(l.output, l.input, s.param(l, entry::kWeight).value, g,
-                               s.conv_scratch, s.conv_options);
+        kernels::ConvCall c;
+        c.N = s.n;
+        c.in = l.input;
+        c.weight = s.param(l, entry::kWeight).value;
+        c.out = l.output;
+        c.scratch = s.conv_scratch;
+        l.kernel[int(kernels::ConvPass::kForward)]->run(c);
         break;
       }
       case LayerKind::kBatchNorm:
@@ -417,20 +425,27 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
 
 void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d_output,
                    bool accumulate) {
-  layers::ConvGeometry g = l.conv;
-  g.N = s.n;
   // The weight gradient first: it is ready for the allreduce before the data gradient runs.
   s.timed(l.name, Phase::kBackwardWeights, [&] {
-    layers::conv2d_backward_weights(s.param(l, entry::kWeight).grad, d_output, l.input, g,
-                                    s.conv_scratch, s.conv_options);
+    kernels::ConvCall c;
+    c.N = s.n;
+    c.in = l.input;
+    c.d_out = d_output;
+    c.d_weight = s.param(l, entry::kWeight).grad;
+    c.scratch = s.conv_scratch;
+    l.kernel[int(kernels::ConvPass::kBackwardWeights)]->run(c);
   });
   s.ready(l);
   if (!l.input_gradient) return;
   s.timed(l.name, Phase::kBackward, [&] {
-    layers::ConvOptions options = s.conv_options;
-    options.accumulate_d_in = accumulate;
-    layers::conv2d_backward_data(d_input, d_output, s.param(l, entry::kWeight).value, g,
-                                 s.conv_scratch, options);
+    kernels::ConvCall c;
+    c.N = s.n;
+    c.d_out = d_output;
+    c.weight = s.param(l, entry::kWeight).value;
+    c.d_in = d_input;
+    c.accumulate_d_in = accumulate;
+    c.scratch = s.conv_scratch;
+    l.kernel[int(kernels::ConvPass::kBackwardData)]->run(c);
   });
 }
 
@@ -547,6 +562,7 @@ struct Model::Impl {
   // The options every conv pass starts from (and that size the conv scratch): the defaults and
   // the model's precision (bf16: kernels/bf16.hpp; the classifier takes the same precision).
   layers::ConvOptions conv_options;
+  kernels::ConvChoiceTable conv_kernels;  // what set_conv_kernels was given
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s(m.table_);
@@ -701,6 +717,72 @@ void Model::build(int max_batch, int height, int width) {
   m.conv_options.precision = spec_.precision;
   m.allocate_activations(*this, max_batch);
   m.link_tensors();
+  kernels::ConvChoiceTable fixed;  // empty: every pass by the fixed rule
+  fixed.precision = spec_.precision;
+  fixed.threads = omp_get_max_threads();
+  set_conv_kernels(fixed);
+}
+
+std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
+  NOSTRUM_CHECK(!impl_->blocks.empty(), ShapeError, "conv shapes before build",
+                "model " + spec_.name);
+  std::vector<kernels::ConvPassShape> shapes;
+  for_each_layer(impl_->blocks, [&](const Layer& l) {
+    if (l.kind != LayerKind::kConv) return;
+    for (kernels::ConvPass pass : kernels::kConvPasses) {
+      if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
+      const kernels::ConvPassShape shape{l.conv, pass};
+      bool seen = false;
+      for (const auto& s : shapes) seen = seen || kernels::same_shape(s, shape);
+      if (!seen) shapes.push_back(shape);
+    }
+  });
+  return shapes;
+}
+
+void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
+  NOSTRUM_CHECK(!impl_->blocks.empty(), ShapeError, "conv kernels before build",
+                "model " + spec_.name);
+  NOSTRUM_CHECK(table.precision == spec_.precision, ShapeError,
+                std::string("conv kernel table for ") + kernels::precision_name(table.precision) +
+                    ", the model computes in " + kernels::precision_name(spec_.precision),
+                "model " + spec_.name);
+  Impl& m = *impl_;
+  std::vector<std::pair<kernels::ConvPassShape, std::shared_ptr<kernels::PreparedConv>>> prepared;
+  size_t scratch_floats = 0;
+  for_each_layer(m.blocks, [&](Layer& l) {
+    if (l.kind != LayerKind::kConv) return;
+    for (kernels::ConvPass pass : kernels::kConvPasses) {
+      std::shared_ptr<kernels::PreparedConv>& kernel = l.kernel[int(pass)];
+      kernel.reset();
+      if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
+      const kernels::ConvPassShape shape{l.conv, pass};
+      for (const auto& [s, k] : prepared)
+        if (kernels::same_shape(s, shape)) kernel = k;
+      if (kernel) continue;
+      const kernels::ConvChoice* row = table.find(shape);
+      const kernels::ConvCandidate* c =
+          row ? kernels::find_conv_candidate(row->chosen)
+              : &kernels::conv_fixed_rule_candidate(l.conv, pass, spec_.precision, table.threads);
+      NOSTRUM_CHECK(
+          c && kernels::conv_candidate_eligible(*c, l.conv, pass, spec_.precision), ShapeError,
+          "conv kernel '" + (row ? row->chosen : std::string("?")) + "' cannot run " +
+              kernels::conv_shape_name(l.conv) + " " + kernels::conv_pass_name(pass) + " here",
+          "layer " + l.name);
+      kernel = c->prepare(l.conv, pass, spec_.precision);
+      scratch_floats = std::max(scratch_floats, kernel->scratch_floats());
+      prepared.emplace_back(shape, kernel);
+    }
+  });
+  if (scratch_floats > scratch_.capacity()) {
+    scratch_ = Arena(scratch_floats, spec_.name + " conv scratch");
+    m.conv_scratch = scratch_.data();
+  }
+  m.conv_kernels = table;
+}
+
+const kernels::ConvChoiceTable& Model::conv_kernels() const {
+  return impl_->conv_kernels;
 }
 
 double Model::layer_flops_per_image(const std::string& layer) const {

@@ -45,6 +45,7 @@ ModelSetup resolve_model(const TrainOptions& o, const io::Manifest& manifest) {
   m.config.zero_init_residual = o.zero_init_residual;
   m.config.precision = o.precision;
   m.precision_auto = o.precision_auto;
+  m.conv_kernels = o.conv_kernels;
   m.init_weights = o.init_weights;
   m.save_weights = o.save_weights;
   return m;
@@ -143,6 +144,7 @@ LoggingConfig resolve_logging(const TrainOptions& o) {
   l.mllog = o.mllog;
   l.trace = o.trace;
   l.quiet = o.quiet;
+  l.verbose = o.verbose;
   l.progress_seconds = o.progress_seconds;
   l.submission_org = o.submission_org;
   l.submission_platform = o.submission_platform;

@@ -12,6 +12,7 @@
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "setup.hpp"
 
@@ -102,6 +103,7 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.overlap = overlaps_allreduce(run.config.parallel, run.plan, r.bucket_floats.size());
   r.weights_checksum = weights_checksum;
   r.buffers_checksum = buffers_checksum;
+  r.conv_kernels = kernels::conv_choices_to_json(run.model->conv_kernels());
   const CpuFeatures& cpu = cpu_features();
   r.cpu = cpu.describe();
   r.max_isa = cpu.max_isa;
@@ -144,6 +146,7 @@ std::string result_json(const RunResult& r) {
   j["gradient_buckets"] = {{"bucket_mb", r.bucket_mb}, {"floats", r.bucket_floats}};
   j["weights_checksum"] = hex(r.weights_checksum);
   j["buffers_checksum"] = hex(r.buffers_checksum);
+  if (!r.conv_kernels.empty()) j["conv_kernels"] = Json::parse(r.conv_kernels);
   j["cpu"] = {{"features", r.cpu},
               {"max_isa", r.max_isa},
               {"cap_removed", r.cap_removed},
@@ -196,6 +199,7 @@ RunResult parse_result_json(const std::string& text) {
   r.bucket_floats = field<std::vector<int64_t>>(buckets, "floats");
   r.weights_checksum = std::stoull(field<std::string>(j, "weights_checksum"), nullptr, 16);
   r.buffers_checksum = std::stoull(field<std::string>(j, "buffers_checksum"), nullptr, 16);
+  if (j.contains("conv_kernels")) r.conv_kernels = j.at("conv_kernels").dump();
   if (j.contains("cpu")) {  // files written before the key existed have none
     const Json cpu = field<Json>(j, "cpu");
     r.cpu = field<std::string>(cpu, "features");

@@ -39,6 +39,9 @@ struct RunResult {
   bool overlap = false;  // the allreduce overlaps backward (or would, with more than one rank)
   uint64_t weights_checksum = 0;  // of the final parameters, identical on every rank
   uint64_t buffers_checksum = 0;  // of the final BN running statistics, identical on every rank
+  // Each conv pass's kernel: kernels::conv_choices_to_json of the table the model ran (shape,
+  // pass, every candidate's time, the chosen one, how it was chosen); "" if unrecorded.
+  std::string conv_kernels;
   // The CPU as rank 0's kernels saw it: CpuFeatures::describe() (after NOSTRUM_MAX_ISA), the cap
   // ("" for none) and the features it cleared, DNNL_MAX_CPU_ISA, OpenBLAS's core and the variant
   // each kernel dispatch ran (describe_dispatches_ran). All "" when unrecorded (older files).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/model/architecture.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
@@ -34,6 +35,7 @@ struct ModelSetup {
   std::string init_weights;     // HDF5 weights file to start from (empty: the seed's init)
   std::string save_weights;     // where the final weights go (empty: nowhere)
   bool precision_auto = false;  // config.precision to be chosen by rank 0's probes (setup_run)
+  kernels::ConvKernelRequest conv_kernels;  // how each conv pass's kernel is chosen (setup_run)
 };
 
 // The budget and the goal.
@@ -103,6 +105,7 @@ struct ParallelConfig {
 struct LoggingConfig {
   std::string mllog, trace;  // empty: none
   bool quiet = false;
+  bool verbose = false;  // the conv kernel table too
   double progress_seconds = 10.0;
   std::string submission_org = "nostrum", submission_platform = "cpu";
   std::string submission_status = "onprem";

@@ -13,6 +13,7 @@
 #include "mpi/weight_sync.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/optim/lars.hpp"
@@ -93,12 +94,65 @@ void open_data(Run& run) {
                 "--batch-size", "use a smaller batch or fewer ranks");
 }
 
+// Each conv pass's kernel (--conv-kernel): rank 0 measures or reads its cache, every rank takes
+// rank 0's table, so all ranks run the same kernels. An error on rank 0 is every rank's.
+void choose_conv_kernels(Run& run) {
+  model::Model& net = *run.model;
+  const kernels::Precision precision = run.config.model.config.precision;
+  std::string text, notes;
+  if (run.world.rank() == 0) {
+    try {
+      std::vector<std::string> lines;
+      const kernels::ConvChoiceTable table =
+          kernels::select_conv_kernels(net.conv_pass_shapes(), precision, run.plan.threads,
+                                       run.config.model.conv_kernels, &lines);
+      text = kernels::conv_choices_to_json(table);
+      for (const std::string& line : lines) notes += "note: " + line + "\n";
+    } catch (const Error& e) {
+      text = std::string("!") + e.what();
+    }
+  }
+  run.world.broadcast(text, 0);
+  run.world.broadcast(notes, 0);
+  if (!text.empty() && text[0] == '!') throw OptionError(text.substr(1), "--conv-kernel");
+  const kernels::ConvChoiceTable table =
+      kernels::conv_choices_from_json(text, "rank 0's conv kernel table");
+  net.set_conv_kernels(table);
+  if (!notes.empty()) run.notes.push_back(notes.substr(0, notes.size() - 1));
+  // A summary line; the whole table with --verbose.
+  std::vector<std::pair<std::string, int>> counts;
+  int measured = 0, cached = 0;
+  for (const kernels::ConvChoice& row : table.rows) {
+    measured += row.source == kernels::ConvChoiceSource::kMeasured;
+    cached += row.source == kernels::ConvChoiceSource::kCached;
+    auto it = std::find_if(counts.begin(), counts.end(),
+                           [&](const auto& c) { return c.first == row.chosen; });
+    if (it == counts.end())
+      counts.emplace_back(row.chosen, 1);
+    else
+      ++it->second;
+  }
+  std::ostringstream line;
+  line << "conv kernels (--conv-kernel "
+       << kernels::conv_kernel_value(run.config.model.conv_kernels) << "): " << table.rows.size()
+       << " passes";
+  if (measured) line << ", " << measured << " measured in " << table.measure_seconds << " s";
+  if (cached) line << ", " << cached << " from the cache " << run.config.model.conv_kernels.cache;
+  line << ";";
+  for (const auto& [name, count] : counts) line << " " << name << " x" << count;
+  run.notes.push_back(line.str());
+  if (run.config.logging.verbose)
+    for (const std::string& row : kernels::describe_conv_choices(table))
+      run.notes.push_back("  " + row);
+}
+
 // The model, initialised from the seed (or --init-weights), rank 0's weights on every rank.
 void build_model(Run& run) {
   const ModelSetup& m = run.config.model;
   run.model = model::Model::create(m.config);
   model::Model& net = *run.model;
   net.build(run.config.data.batch_size, run.plan.height, run.plan.width);
+  choose_conv_kernels(run);
   net.init(run.config.training.seed);
   if (!m.init_weights.empty()) io::load_weights(m.init_weights, net.parameters());
   mpi::broadcast_weights(run.world, net.parameter_data(), net.parameter_count());

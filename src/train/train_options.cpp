@@ -89,6 +89,16 @@ po::options_description model_options(TrainOptions& o, EnumText& text) {
     ("precision", po::value(&text.precision)->default_value(text.precision),
      "fp32 | bf16 | auto: bf16 operands, fp32 sums in the convs and classifier (needs x86-64 "
      "AVX512_BF16); auto: bf16 where rank 0's bf16 register probe is >= 1.3x its fp32 one")
+    ("conv-kernel", po::value(&o.conv_kernel)->default_value(o.conv_kernel),
+     ("each conv pass's kernel. measure: rank 0 times every candidate that can run each layer "
+      "shape and pass (median of 3 calls) at the run's batch, threads and precision, every rank "
+      "takes the fastest; cached: the cache's choice where it has one, measure the rest; fixed: "
+      "the built-in rule (direct kernels up to 128 channels, else GEMMs); NAME: that candidate "
+      "wherever it fits, the fixed rule where it does not (said at start-up; a NAME this CPU or "
+      "precision cannot run is refused). Candidates:\n" + kernels::conv_kernel_help()).c_str())
+    ("conv-cache", po::value(&o.conv_cache),
+     "the conv kernel cache file (default $XDG_CACHE_HOME/nostrum/conv-kernels-<cpu>.json, "
+     "$HOME/.cache without XDG_CACHE_HOME; none: no cache)")
     ("save-weights", po::value(&o.save_weights), "write the final weights to this HDF5 file");
   // clang-format on
   return model;
@@ -170,6 +180,7 @@ po::options_description run_options(TrainOptions& o) {
     ("result-json", po::value(&o.result_json), "write the result summary to this JSON file")
     ("trace", po::value(&o.trace), "write a Chrome trace per rank (FILE.json -> FILE.rankN.json)")
     ("quiet", po::bool_switch(&o.quiet), "no progress output")
+    ("verbose", po::bool_switch(&o.verbose), "also print the conv kernel table (every shape and pass, each candidate's time, the one chosen)")
     ("checkpoint-dir", po::value(&o.checkpoint_dir),
      "write checkpoints to this directory (checked writable at start-up)")
     ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
@@ -208,6 +219,7 @@ void validate(TrainOptions& o, const EnumText& text) {
   if (!o.precision_auto)
     o.precision = kernels::precision_from_option(text.precision, "--precision", nullptr);
   o.lr_schedule = optim::parse_schedule_kind(text.lr_schedule);
+  o.conv_kernels = kernels::conv_kernel_request(o.conv_kernel, o.conv_cache, "--conv-kernel");
   require_choice("submission-status", o.submission_status,
                  {"onprem", "cloud", "preview", "research"});
   require(o.batch_size > 0, "batch-size", o.batch_size, "must be positive");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/kernels/precision.hpp"
 #include "nostrum/optim/lr_schedule.hpp"
 #include "nostrum/optim/optimizer.hpp"
@@ -29,6 +30,10 @@ struct TrainOptions {
   std::string init_weights;  // HDF5 weights file (/model/<state_dict key>)
   kernels::Precision precision = kernels::Precision::kFp32;  // of the convs and the classifier
   bool precision_auto = false;  // --precision auto: chosen by the probes at set-up (setup.cpp)
+  // --conv-kernel, --conv-cache: each conv pass's kernel (kernels/conv_selection.hpp)
+  std::string conv_kernel = "cached";
+  std::string conv_cache;  // "" = the default ($XDG_CACHE_HOME/nostrum/...), "none" = no cache
+  kernels::ConvKernelRequest conv_kernels;  // both, parsed (a default request: the fixed rule)
   // optimisation
   int batch_size = 128;   // per rank
   int epochs = 5;         // budget: the run stops (aborted) after this many
@@ -66,6 +71,7 @@ struct TrainOptions {
   std::string save_weights;
   std::string trace;
   bool quiet = false;
+  bool verbose = false;  // also the conv kernel table
   double progress_seconds = 10.0;
   std::string submission_org = "nostrum";
   std::string submission_platform = "cpu";

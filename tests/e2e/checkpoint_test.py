@@ -42,7 +42,10 @@ EXIT_CHECKPOINTED, EXIT_NONFINITE, EXIT_STALL = 3, 5, 4
 def base_args(data, batch=32, epochs=3, target="0.3"):
     return ["--data", data, "--model", "resnet8", "--width", "8", "--batch-size", str(batch),
             "--epochs", str(epochs), "--target-accuracy", target, "--threads", "1", "--seed", "3",
-            "--progress-seconds", "1000", "--loader-threads", "1"]
+            "--progress-seconds", "1000", "--loader-threads", "1",
+            # The cases are tuned to one trajectory (the target crossed in epoch 3): the fixed
+            # kernel rule keeps it whatever a measurement on a busy machine would pick.
+            "--conv-kernel", "fixed"]
 
 
 def launch(ranks, args):

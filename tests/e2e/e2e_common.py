@@ -3,6 +3,7 @@ Fashion-MNIST dataset made once per build directory."""
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -18,6 +19,13 @@ def train_binary():
 
 def shards_binary():
     return os.path.join(build_dir(), "tools", "shards", "nostrum-shards")
+
+
+# Every run of one test script shares one conv kernel cache of its own (not the user's, not another
+# test's): the runs of a test take the same kernels, tests running side by side do not meet. Set in
+# the environment, so every nostrum-train a test starts (by mpirun or its own) inherits it.
+CONV_CACHE_HOME = tempfile.mkdtemp(prefix="nostrum-e2e-cache-")
+os.environ["XDG_CACHE_HOME"] = CONV_CACHE_HOME
 
 
 def mpirun(ranks, args, timeout=600):

@@ -42,7 +42,8 @@ struct Step {
 
 // One training step of a model with these weights in `precision`.
 Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision precision,
-                  const std::vector<float>& images, const std::vector<int32_t>& labels) {
+                  const std::vector<float>& images, const std::vector<int32_t>& labels,
+                  const std::string& conv_kernels = "fixed") {
   model::ModelConfig config;
   config.name = c.name;
   config.num_classes = c.classes;
@@ -50,6 +51,7 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
   config.precision = precision;
   auto m = model::Model::create(config);
   m->build(c.batch, c.size, c.size);
+  nostrum::testing::use_conv_kernels(*m, conv_kernels);
   io::load_weights(weights, m->parameters());
   Step s;
   const float* logits = m->forward(images.data(), c.batch, true);
@@ -131,63 +133,70 @@ void compare(const Case& c) {
   const auto images = read_dataset<float>(ref, "images");
   const auto labels = read_dataset<int32_t>(ref, "labels");
   const Step fp32 = nostrum_step(c, weights, kernels::Precision::kFp32, images, labels);
-  const Step bf16 = nostrum_step(c, weights, kernels::Precision::kBf16, images, labels);
-  const auto torch_fp32_logits = read_dataset<float>(ref, "fp32/logits");
-  const auto torch_bf16_logits = read_dataset<float>(ref, "bf16/logits");
-  const double torch_fp32_loss = read_dataset<double>(ref, "fp32/loss")[0];
-  const double torch_bf16_loss = read_dataset<double>(ref, "bf16/loss")[0];
-  const size_t n = fp32.logits.size();
+  // nostrum bf16 under every conv kernel choice that runs bf16 here (the fixed rule, measured,
+  // each candidate forced), each against the same references.
+  for (const std::string& mode : nostrum::testing::conv_kernel_modes(kernels::Precision::kBf16)) {
+    INFO("--conv-kernel " << mode);
+    const Step bf16 = nostrum_step(c, weights, kernels::Precision::kBf16, images, labels, mode);
+    const auto torch_fp32_logits = read_dataset<float>(ref, "fp32/logits");
+    const auto torch_bf16_logits = read_dataset<float>(ref, "bf16/logits");
+    const double torch_fp32_loss = read_dataset<double>(ref, "fp32/loss")[0];
+    const double torch_bf16_loss = read_dataset<double>(ref, "bf16/loss")[0];
+    const size_t n = fp32.logits.size();
 
-  const double ours_logits = relative_error(bf16.logits.data(), fp32.logits.data(), n);
-  const double ours_vs_torch32 = relative_error(bf16.logits.data(), torch_fp32_logits.data(), n);
-  const double torch_logits = relative_error(torch_bf16_logits.data(), torch_fp32_logits.data(), n);
-  const double ours_vs_torch16 = relative_error(bf16.logits.data(), torch_bf16_logits.data(), n);
-  const double ours_loss = std::abs(bf16.loss - fp32.loss) / fp32.loss;
-  const double torch_loss = std::abs(torch_bf16_loss - torch_fp32_loss) / torch_fp32_loss;
-  std::string w_ours, w_ours32, w_torch;
-  const double ours_grad32 = worst_grad(bf16, ref, "fp32", w_ours32);  // vs PyTorch fp32
-  const double ours_grad_torch16 = worst_grad(bf16, ref, "bf16", w_ours);
-  // PyTorch bf16 against PyTorch fp32: read both and compare.
-  double torch_grad = 0;
-  for (const auto& name : bf16.names) {
-    const auto a = read_dataset<float>(ref, "bf16/grad/" + name);
-    const auto b = read_dataset<float>(ref, "fp32/grad/" + name);
-    const double e = relative_error(a.data(), b.data(), a.size());
-    if (e > torch_grad) torch_grad = e, w_torch = name;
+    const double ours_logits = relative_error(bf16.logits.data(), fp32.logits.data(), n);
+    const double ours_vs_torch32 = relative_error(bf16.logits.data(), torch_fp32_logits.data(), n);
+    const double torch_logits =
+        relative_error(torch_bf16_logits.data(), torch_fp32_logits.data(), n);
+    const double ours_vs_torch16 = relative_error(bf16.logits.data(), torch_bf16_logits.data(), n);
+    const double ours_loss = std::abs(bf16.loss - fp32.loss) / fp32.loss;
+    const double torch_loss = std::abs(torch_bf16_loss - torch_fp32_loss) / torch_fp32_loss;
+    std::string w_ours, w_ours32, w_torch;
+    const double ours_grad32 = worst_grad(bf16, ref, "fp32", w_ours32);  // vs PyTorch fp32
+    const double ours_grad_torch16 = worst_grad(bf16, ref, "bf16", w_ours);
+    // PyTorch bf16 against PyTorch fp32: read both and compare.
+    double torch_grad = 0;
+    for (const auto& name : bf16.names) {
+      const auto a = read_dataset<float>(ref, "bf16/grad/" + name);
+      const auto b = read_dataset<float>(ref, "fp32/grad/" + name);
+      const double e = relative_error(a.data(), b.data(), a.size());
+      if (e > torch_grad) torch_grad = e, w_torch = name;
+    }
+    WARN(c.name << " bf16 relative errors against fp32: logits nostrum " << ours_logits
+                << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
+                << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss
+                << "; worst gradient nostrum " << ours_grad32 << " (" << w_ours32 << ") PyTorch "
+                << torch_grad << " (" << w_torch << "); nostrum bf16 vs PyTorch bf16: logits "
+                << ours_vs_torch16 << ", worst gradient " << ours_grad_torch16 << " (" << w_ours
+                << ")");
+    const double bf16_visible = std::ldexp(1.0, -12), broken = std::ldexp(1.0, -3);
+    CHECK(ours_logits > bf16_visible);
+    CHECK(ours_logits < broken);
+    CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
+    // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a
+    // gradient softmax - target of L1 norm <= 2 in the logits, so |loss(bf16) - loss(fp32)| <= 2
+    // max |dz|.
+    double max_logit_change = 0.0;
+    for (size_t i = 0; i < n; ++i)
+      max_logit_change =
+          std::max(max_logit_change, std::abs(double(bf16.logits[i]) - double(fp32.logits[i])));
+    CHECK(std::abs(bf16.loss - fp32.loss) <= 2.0 * max_logit_change);
+    // nostrum's bf16 loss against PyTorch's bf16 loss, both from their own bf16 logits (both fp32
+    // cross-entropy with smoothing 0.1): within the Taylor bound for these two sets of logits, plus
+    // the two fp32 loss evaluations' rounding (a few ulp of the log-sum-exp terms, far below 1e-5
+    // of the loss plus the largest logit).
+    double largest_logit = 0.0;
+    for (float z : torch_bf16_logits) largest_logit = std::max(largest_logit, double(std::abs(z)));
+    const double loss_bound =
+        loss_difference_bound(bf16.logits, torch_bf16_logits, labels, c.classes, 0.1) +
+        1e-5 * (1.0 + std::abs(torch_bf16_loss) + largest_logit);
+    INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss
+                              << ", bound " << loss_bound);
+    CHECK(std::abs(bf16.loss - torch_bf16_loss) <= loss_bound);
+    CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
+    CHECK(ours_grad32 <= 1.5 * torch_grad);
+    CHECK(torch_logits < broken);
   }
-  WARN(c.name << " bf16 relative errors against fp32: logits nostrum " << ours_logits
-              << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
-              << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss
-              << "; worst gradient nostrum " << ours_grad32 << " (" << w_ours32 << ") PyTorch "
-              << torch_grad << " (" << w_torch << "); nostrum bf16 vs PyTorch bf16: logits "
-              << ours_vs_torch16 << ", worst gradient " << ours_grad_torch16 << " (" << w_ours
-              << ")");
-  const double bf16_visible = std::ldexp(1.0, -12), broken = std::ldexp(1.0, -3);
-  CHECK(ours_logits > bf16_visible);
-  CHECK(ours_logits < broken);
-  CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
-  // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a gradient
-  // softmax - target of L1 norm <= 2 in the logits, so |loss(bf16) - loss(fp32)| <= 2 max |dz|.
-  double max_logit_change = 0.0;
-  for (size_t i = 0; i < n; ++i)
-    max_logit_change =
-        std::max(max_logit_change, std::abs(double(bf16.logits[i]) - double(fp32.logits[i])));
-  CHECK(std::abs(bf16.loss - fp32.loss) <= 2.0 * max_logit_change);
-  // nostrum's bf16 loss against PyTorch's bf16 loss, both from their own bf16 logits (both fp32
-  // cross-entropy with smoothing 0.1): within the Taylor bound for these two sets of logits, plus
-  // the two fp32 loss evaluations' rounding (a few ulp of the log-sum-exp terms, far below 1e-5 of
-  // the loss plus the largest logit).
-  double largest_logit = 0.0;
-  for (float z : torch_bf16_logits) largest_logit = std::max(largest_logit, double(std::abs(z)));
-  const double loss_bound =
-      loss_difference_bound(bf16.logits, torch_bf16_logits, labels, c.classes, 0.1) +
-      1e-5 * (1.0 + std::abs(torch_bf16_loss) + largest_logit);
-  INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss << ", bound "
-                            << loss_bound);
-  CHECK(std::abs(bf16.loss - torch_bf16_loss) <= loss_bound);
-  CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
-  CHECK(ours_grad32 <= 1.5 * torch_grad);
-  CHECK(torch_logits < broken);
 }
 
 }  // namespace

@@ -12,6 +12,12 @@
 #include <cstdint>
 #include <string>
 
+#include <omp.h>
+
+#include <utility>
+#include <vector>
+
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/model/model.hpp"
 
 namespace nostrum::testing {
@@ -30,6 +36,24 @@ inline double relative_error(const float* a, const float* b, size_t n) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// The conv kernel choices a whole-model comparison runs under: the fixed rule (what build sets),
+// the measured choice (no cache), and each registry candidate that runs here in `precision`
+// forced (the fixed rule where it does not fit).
+inline std::vector<std::string> conv_kernel_modes(kernels::Precision precision) {
+  std::vector<std::string> modes = {"fixed", "measure"};
+  for (const kernels::ConvCandidate* c : kernels::conv_candidates())
+    if (c->available(cpu_features()) && c->supports(precision)) modes.push_back(c->name());
+  return modes;
+}
+
+// Sets the model's conv kernels by a --conv-kernel value (conv_kernel_modes), without a cache.
+inline void use_conv_kernels(model::Model& m, const std::string& mode) {
+  const kernels::ConvKernelRequest request =
+      kernels::conv_kernel_request(mode, "none", "--conv-kernel");
+  m.set_conv_kernels(kernels::select_conv_kernels(m.conv_pass_shapes(), m.spec().precision,
+                                                  omp_get_max_threads(), request, nullptr));
 }
 
 inline void set_test_bn_parameters(model::Model& m, bool running_means) {

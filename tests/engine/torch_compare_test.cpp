@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "h5_read.hpp"
 #include "io/weights_file.hpp"
@@ -20,6 +22,10 @@ namespace {
 
 using Case = nostrum::testing::ModelCase;
 using nostrum::testing::relative_error;
+
+void check_step(const Case& c, model::Model& model, const std::string& ref,
+                const std::vector<float>& images, const std::vector<int32_t>& labels,
+                float smoothing);
 
 void compare_with_torch(const Case& c) {
   model::ModelConfig config;
@@ -43,6 +49,21 @@ void compare_with_torch(const Case& c) {
                       " --label-smoothing 0.1 --weights " + weights + " --out " + ref);
   const auto images = read_dataset<float>(ref, "images");
   const auto labels = read_dataset<int32_t>(ref, "labels");
+  // One PyTorch reference, nostrum under every conv kernel choice: each starts from the same
+  // weights and BN state.
+  for (const std::string& mode : nostrum::testing::conv_kernel_modes(kernels::Precision::kFp32)) {
+    m->init(5);
+    nostrum::testing::set_test_bn_parameters(*m, /*running_means=*/true);
+    nostrum::testing::use_conv_kernels(*m, mode);
+    INFO("--conv-kernel " << mode);
+    check_step(c, *m, ref, images, labels, smoothing);
+  }
+}
+
+void check_step(const Case& c, model::Model& model, const std::string& ref,
+                const std::vector<float>& images, const std::vector<int32_t>& labels,
+                float smoothing) {
+  model::Model* m = &model;
   const float* logits = m->forward(images.data(), c.batch, true);
   const double loss = m->loss(labels.data(), smoothing, 1.0f / c.batch);
   m->backward();

@@ -5,6 +5,7 @@ order alternating between rounds so that drifting machine load favours neither s
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
                               [--blas avx512|env|both] [--steps K] [--layers] [--bf16]
+                              [--conv-kernel measure|cached|fixed|NAME]
                               [--max-isa avx2|avx512|avx512_bf16|amx]
 --max-isa caps both sides at one instruction-set level: nostrum by NOSTRUM_MAX_ISA, PyTorch by
 DNNL_MAX_CPU_ISA (oneDNN) and ATEN_CPU_CAPABILITY (ATen's own kernels), OpenBLAS by
@@ -13,6 +14,8 @@ and the ISA oneDNN's verbose log says PyTorch's convolutions ran (one extra 1-st
 --bf16 adds the bf16 columns: nostrum --precision bf16, PyTorch bf16 autocast (best of NCHW and
 channels_last), and the bf16 dot-product ceiling (vdpbf16ps in registers, nostrum-conv-bench's
 probe), all interleaved with the fp32 runs in the same rounds.
+--conv-kernel (default cached) goes to nostrum-bench: each conv pass's kernel as nostrum-train
+chooses it; the closing table lists the kernels each case ran.
 Cases: 1 resnet50 224x224x3 batch 32; 2 resnet8 28x28x1 batch 128 (10 classes); 3 resnet50 64x64x3
 batch 64. Prints every JSON line it collects, then the table of ratios.
 """
@@ -111,6 +114,8 @@ def main():
                         help="add nostrum bf16, PyTorch bf16 autocast and the bf16 dot ceiling")
     parser.add_argument("--layers", action="store_true",
                         help="nostrum-bench --layers: print nostrum's per-layer profile too")
+    parser.add_argument("--conv-kernel", default="cached",
+                        help="nostrum-bench --conv-kernel: measure | cached | fixed | a candidate")
     parser.add_argument("--max-isa", choices=sorted(DNNL_ISA), default=None,
                         help="cap both sides at this instruction-set level")
     args = parser.parse_args()
@@ -128,6 +133,7 @@ def main():
             steps = str(args.steps or spec["steps"])
             common = ["--model", spec["model"], "--image", spec["image"], "--batch",
                       str(spec["batch"]), "--threads", str(args.threads), "--steps", steps]
+            ours_only = ["--conv-kernel", args.conv_kernel]
             ours, theirs, ceilings, core = [], [], [], ""
             if args.max_isa:
                 conv_isas[case] = torch_conv_isas(common, env)
@@ -135,7 +141,8 @@ def main():
             ours16, theirs16, dots = [], [], []
             for r in range(args.rounds):
                 def run_ours():
-                    ours.append(run_json([bench] + common + (["--layers"] if args.layers else []),
+                    ours.append(run_json([bench] + common + ours_only
+                                         + (["--layers"] if args.layers else []),
                                          env, args.layers))
                     print(json.dumps(ours[-1]), flush=True)
 
@@ -145,7 +152,8 @@ def main():
                                                + common + ["--format", fmt], env))
                         print(json.dumps(theirs[-1]), flush=True)
                 def run_ours16():
-                    ours16.append(run_json([bench] + common + ["--precision", "bf16"], env))
+                    ours16.append(run_json([bench] + common + ours_only + ["--precision", "bf16"],
+                                           env))
                     print(json.dumps(ours16[-1]), flush=True)
 
                 def run_theirs16():
@@ -206,6 +214,34 @@ def main():
                   f"{o16['images_per_second'] / t16['images_per_second']:.2f} | {o16['gflops']:.1f} | "
                   f"{dot:.1f} | {100 * o16['gflops'] / dot if dot else 0:.0f} | "
                   f"{o32['peak_rss_mb']:.0f} / {o16['peak_rss_mb']:.0f} |")
+
+    print_chosen_kernels(results, bf16_results)
+
+
+def kernels_text(o):
+    """'direct_avx512 x15, gemm_openblas x8 (cached)' from one nostrum-bench JSON line."""
+    chosen = o.get("conv_kernels")
+    if chosen is None:
+        return "not recorded"
+    how = f"--conv-kernel {o.get('conv_kernel', '?')}"
+    if o.get("conv_measured"):
+        how += f", {o['conv_measured']} of {o['conv_passes']} passes measured in " \
+               f"{o['conv_measure_seconds']:.1f} s"
+    return ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())) + f" ({how})"
+
+
+def print_chosen_kernels(results, bf16_results):
+    print()
+    print("| case | precision | conv kernels chosen (passes each) |")
+    print("|---|---|---|")
+    for mode, case, o, t, ceiling, core in results:
+        spec = CASES[case]
+        print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} ({core}) | fp32 | "
+              f"{kernels_text(o)} |")
+    for case, o32, o16, t16, dot in bf16_results:
+        spec = CASES[case]
+        print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} | bf16 | "
+              f"{kernels_text(o16)} |")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/model/model.hpp"
@@ -30,18 +31,24 @@ struct Options {
   int batch = 32, threads = 0, steps = 5, warmup = 1, classes = 0;
   bool layers = false;
   nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
-  std::string precision_note;  // --precision auto: the probes and the choice
+  std::string precision_note;                      // --precision auto: the probes and the choice
+  std::string conv_kernel = "cached", conv_cache;  // as nostrum-train's --conv-kernel, --conv-cache
+  bool verbose = false;                            // the conv kernel table on stderr
 };
 
 const char* kUsage =
     "usage: nostrum-bench --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]\n"
     "                     [--classes K] [--layers] [--precision fp32|bf16|auto]\n"
+    "                     [--conv-kernel measure|cached|fixed|NAME] [--conv-cache FILE|none]\n"
+    "                     [--verbose]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
     "  and the classifier on bf16 operands with fp32 sums (x86-64 AVX512_BF16 only); auto: bf16\n"
     "  where its register probe is at least 1.3x the fp32 FMA probe on this CPU, else fp32\n"
-    "  (printed; always fp32 on aarch64).\n";
+    "  (printed; always fp32 on aarch64).\n"
+    "  --conv-kernel, --conv-cache: each conv pass's kernel, as nostrum-train's (default cached);\n"
+    "  the measurement is not part of the step times; --verbose prints its table on stderr.\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -79,6 +86,12 @@ Options parse(int argc, char** argv) {
       o.classes = number(value());
     } else if (a == "--precision") {
       o.precision = nostrum::kernels::precision_from_option(value(), a, &o.precision_note);
+    } else if (a == "--conv-kernel") {
+      o.conv_kernel = value();
+    } else if (a == "--conv-cache") {
+      o.conv_cache = value();
+    } else if (a == "--verbose") {
+      o.verbose = true;
     } else if (a == "--layers") {
       o.layers = true;
     } else if (a == "--help" || a == "-h") {
@@ -163,6 +176,26 @@ int main(int argc, char** argv) try {
   config.num_classes = opt.classes > 0 ? opt.classes : (spec.imagenet_stem ? 1000 : 10);
   auto model = nostrum::model::Model::create(config);
   model->build(opt.batch, opt.height, opt.width);
+  // The conv kernels, chosen as nostrum-train chooses them (its rank 0's part).
+  std::vector<std::string> notes;
+  const nostrum::kernels::ConvChoiceTable table = nostrum::kernels::select_conv_kernels(
+      model->conv_pass_shapes(), opt.precision, threads,
+      nostrum::kernels::conv_kernel_request(opt.conv_kernel, opt.conv_cache, "--conv-kernel"),
+      &notes);
+  model->set_conv_kernels(table);
+  for (const std::string& n : notes) std::fprintf(stderr, "nostrum-bench: note: %s\n", n.c_str());
+  if (opt.verbose)
+    for (const std::string& row : nostrum::kernels::describe_conv_choices(table))
+      std::fprintf(stderr, "nostrum-bench: %s\n", row.c_str());
+  std::map<std::string, int> chosen;  // candidate -> passes
+  int measured = 0;
+  for (const auto& row : table.rows) {
+    ++chosen[row.chosen];
+    measured += row.source == nostrum::kernels::ConvChoiceSource::kMeasured;
+  }
+  std::string chosen_json;
+  for (const auto& [name, count] : chosen)
+    chosen_json += (chosen_json.empty() ? "\"" : ", \"") + name + "\": " + std::to_string(count);
   model->init(1);
   nostrum::optim::SgdOptions sgd_options;
   sgd_options.momentum = 0.9f;
@@ -203,13 +236,15 @@ int main(int argc, char** argv) try {
       "\"images_per_second\": %.3f, \"gflops\": %.2f, \"peak_rss_mb\": %.0f, "
       "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f, "
       "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
-      "\"kernels_ran\": \"%s\"}\n",
+      "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
+      "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
       nostrum::kernels::precision_name(opt.precision),
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
-      nostrum::describe_dispatches_ran().c_str());
+      nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
+      table.rows.size(), measured, table.measure_seconds);
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/window.hpp"
 
 namespace nostrum::layers {
@@ -70,5 +71,14 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
 // d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options);
+
+// ---- today's fixed rule, for the kernel registry (kernels/conv_candidate.hpp) ----
+// Whether ConvAlgorithm::kAuto runs this pass on the direct kernels.
+bool conv2d_fixed_rule_direct(const ConvGeometry& g, kernels::ConvPass pass,
+                              kernels::Precision precision);
+// Whether ConvThreading::kPerThread really runs per-thread tiles for this pass at `threads`
+// threads (otherwise the GEMM path falls back to one shared GEMM per tile).
+bool conv2d_runs_per_thread(const ConvGeometry& g, kernels::ConvPass pass, int threads,
+                            const ConvOptions& options);
 
 }  // namespace nostrum::layers

@@ -20,6 +20,7 @@
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/parameter.hpp"
 #include "nostrum/core/reducer.hpp"
+#include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/model/architecture.hpp"
 
 namespace nostrum::model {
@@ -69,6 +70,16 @@ class Model {
   // Gradients of the last training forward + loss into the gradient arena (overwritten, no need to
   // zero it). on_ready as described above (may be empty).
   void backward(const GradientReadyCallback& on_ready = {});
+
+  // Every distinct conv pass (geometry at max_batch, pass) in table order; the stem has no
+  // backward-data pass. What the conv kernel choice measures (kernels/conv_selection.hpp).
+  std::vector<kernels::ConvPassShape> conv_pass_shapes() const;
+  // Each conv pass runs the table's chosen candidate for its shape (the fixed rule where the table
+  // has no row), prepared once per distinct shape and shared by the layers of that shape; the conv
+  // scratch grows to what they need. build() sets the fixed rule everywhere. ShapeError when a
+  // chosen candidate cannot run a shape here or the table's precision is not the model's.
+  void set_conv_kernels(const kernels::ConvChoiceTable& table);
+  const kernels::ConvChoiceTable& conv_kernels() const;  // the table last set
 
   void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
   void set_observer(LayerObserver* observer);  // nullptr = no timing

@@ -1,0 +1,103 @@
+// A convolution kernel candidate: one way to run one conv pass (forward, backward-data,
+// backward-weights), with what it needs (CPU features, precision, shapes), a prepare step once per
+// layer shape and pass, and a run per call. The registry (conv_candidates()) lists every candidate
+// built in; the measured choice (kernels/conv_choice.hpp) times the eligible ones and each conv
+// layer keeps only the chosen ones' prepared kernels.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nostrum/core/cpu_features.hpp"
+#include "nostrum/kernels/precision.hpp"
+#include "nostrum/kernels/window.hpp"
+
+namespace nostrum::kernels {
+
+enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
+inline constexpr ConvPass kConvPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
+                                           ConvPass::kBackwardWeights};
+
+// "forward", "backward_data", "backward_weights" (the names the table and the cache use).
+const char* conv_pass_name(ConvPass pass);
+
+// One call's tensors, all NHWC activations and (K, C, R, S) weights, fp32 in memory whatever the
+// precision (a bf16 candidate rounds while packing). Which ones a pass reads and writes:
+//   forward:          out (N,P,Q,K) = conv(in (N,H,W,C), weight)
+//   backward_data:    d_in (N,H,W,C) = (or += when accumulate_d_in) from d_out (N,P,Q,K), weight
+//   backward_weights: d_weight (K,C,R,S) = (always overwritten) from d_out and in
+// The others are null. N may be smaller than the batch the kernel was prepared for (the last,
+// partial batch; evaluation): every other size is the prepared geometry's.
+struct ConvCall {
+  int N = 0;
+  const float* in = nullptr;
+  const float* weight = nullptr;
+  const float* d_out = nullptr;
+  float* out = nullptr;
+  float* d_in = nullptr;
+  float* d_weight = nullptr;
+  bool accumulate_d_in = false;
+  // Shared working memory of at least PreparedConv::scratch_floats() floats (64-byte aligned),
+  // shared by every conv layer: nothing in it survives from one call to the next.
+  float* scratch = nullptr;
+};
+
+// A candidate prepared for one geometry (at the run's batch), pass and precision: everything it
+// builds once lives here (packed-weight buffers, a oneDNN primitive and its reordered-weight
+// memory, ...). The weights change every step, so a run that needs them reordered reorders them
+// on every call, into memory allocated here; that reorder is part of its measured time.
+// One prepared kernel serves every layer of its geometry and pass (Model::set_conv_kernels shares
+// it; calls never overlap): keep nothing from one call that a later call relies on.
+class PreparedConv {
+ public:
+  virtual ~PreparedConv() = default;
+  // Floats of ConvCall::scratch that run needs (0 allowed); asked once, after prepare.
+  virtual size_t scratch_floats() const = 0;
+  // One call; no allocation after the first call at a given N. Called outside any OpenMP region:
+  // it may use the whole pool (omp_get_max_threads()). Same inputs and thread count: same bits.
+  virtual void run(const ConvCall& call) = 0;
+};
+
+// A candidate: stateless, one instance in the registry, described by a stable name (in the
+// measured table, the cache, result.json and --conv-kernel NAME).
+class ConvCandidate {
+ public:
+  virtual ~ConvCandidate() = default;
+  virtual const char* name() const = 0;
+  // One line for --help and the docs: the algorithm and what it needs, e.g.
+  // "nostrum's direct AVX-512 kernels (AVX512F; K % 16 == 0 forward, ...)".
+  virtual const char* description() const = 0;
+  // Whether this CPU can run it: read the features table only (nostrum::cpu_features(), which
+  // honours the ISA cap), never CPUID directly.
+  virtual bool available(const CpuFeatures& cpu) const = 0;
+  virtual bool supports(Precision precision) const = 0;
+  // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch)
+  // with the calling thread's pool (omp_get_max_threads(): the run's threads).
+  virtual bool fits(const ConvGeometry& g, ConvPass pass) const = 0;
+  // Builds the prepared kernel; called only where available, supports and fits all hold. May
+  // allocate and take its time (not measured as part of run's time).
+  virtual std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
+                                                Precision precision) const = 0;
+};
+
+// Every candidate compiled in, in a fixed order (the chooser's tie-break: the earlier wins).
+// Adding one: implement ConvCandidate in src/kernels/, add it to the list in
+// src/kernels/conv_candidates.cpp (behind its #if when it needs an optional library).
+const std::vector<const ConvCandidate*>& conv_candidates();
+
+// The registry's candidate of that name, or nullptr.
+const ConvCandidate* find_conv_candidate(const std::string& name);
+
+// available(cpu_features()) && supports(precision) && fits(g, pass).
+bool conv_candidate_eligible(const ConvCandidate& c, const ConvGeometry& g, ConvPass pass,
+                             Precision precision);
+
+// The candidate today's fixed rule takes for this pass (the direct kernels for small channel
+// counts, else the GEMMs, threading by shape: layers/conv2d.hpp's kAuto) at `threads` threads:
+// what runs where nothing was measured. Always eligible.
+const ConvCandidate& conv_fixed_rule_candidate(const ConvGeometry& g, ConvPass pass,
+                                               Precision precision, int threads);
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,48 @@
+// `--conv-kernel measure|cached|fixed|NAME`: how a run gets its conv kernel table
+// (kernels/conv_choice.hpp) for the shapes of its model: measured now, taken from the cache
+// (kernels/conv_cache.hpp) where it holds them, today's fixed rule, or one candidate forced.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nostrum/kernels/conv_choice.hpp"
+
+namespace nostrum::kernels {
+
+enum class ConvKernelMode {
+  kMeasure,    // measure every shape; write the cache (replacing its entries)
+  kCached,     // the cache's choice where it has one; measure (and add) the rest
+  kFixedRule,  // today's fixed rule everywhere, nothing measured
+  kForced,     // one candidate wherever it fits, the fixed rule elsewhere
+};
+
+// What a program that never asks gets: the fixed rule (nostrum-train's --conv-kernel defaults to
+// cached through conv_kernel_request).
+struct ConvKernelRequest {
+  ConvKernelMode mode = ConvKernelMode::kFixedRule;
+  std::string forced;  // kForced: the candidate's name
+  std::string cache;   // the cache file; "" for none
+  ConvMeasureOptions measure;
+};
+
+// The value of --conv-kernel and --conv-cache ("" = default_conv_cache_path(), "none" = no
+// cache). Throws OptionError naming `option` and listing the valid values for anything else.
+ConvKernelRequest conv_kernel_request(const std::string& value, const std::string& cache,
+                                      const std::string& option);
+
+// The --conv-kernel value that makes this request: measure, cached, fixed or the forced name.
+std::string conv_kernel_value(const ConvKernelRequest& request);
+
+// Every candidate's name and description, one line each (for --help).
+std::string conv_kernel_help();
+
+// The table for these shapes at `threads` threads (the calling thread's pool must have them).
+// Messages for the user (a refused cache file, a forced candidate that does not fit some shapes)
+// are appended to *notes. Throws OptionError when a forced candidate cannot run on this CPU or in
+// this precision at all.
+ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
+                                    int threads, const ConvKernelRequest& request,
+                                    std::vector<std::string>* notes);
+
+}  // namespace nostrum::kernels

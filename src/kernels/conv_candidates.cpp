@@ -1,0 +1,206 @@
+// The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
+// SGEMM in both threadings, the bf16 GEMM in both threadings) and the registry that lists them.
+#include <omp.h>
+
+#include <string>
+
+#include "nostrum/core/arena.hpp"
+#include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_candidate.hpp"
+#include "nostrum/kernels/direct_conv.hpp"
+#include "nostrum/layers/conv2d.hpp"
+
+namespace nostrum::kernels {
+
+const char* conv_pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward:
+      return "forward";
+    case ConvPass::kBackwardData:
+      return "backward_data";
+    case ConvPass::kBackwardWeights:
+      return "backward_weights";
+  }
+  return "?";
+}
+
+namespace {
+
+// ---- the direct AVX-512 kernels (kernels/direct_conv.hpp) ----
+
+class PreparedDirect final : public PreparedConv {
+ public:
+  PreparedDirect(const ConvGeometry& g, ConvPass pass) : g_(g), pass_(pass) {}
+  size_t scratch_floats() const override {
+    return pass_ == ConvPass::kBackwardWeights ? 0 : Arena::padded(direct_conv_packed_floats(g_));
+  }
+  void run(const ConvCall& c) override {
+    ConvGeometry g = g_;
+    g.N = c.N;
+    switch (pass_) {
+      case ConvPass::kForward:
+        direct_conv_forward(c.out, c.in, c.weight, g, c.scratch);
+        break;
+      case ConvPass::kBackwardData:
+        direct_conv_backward_data(c.d_in, c.d_out, c.weight, g, c.scratch, c.accumulate_d_in);
+        break;
+      case ConvPass::kBackwardWeights:
+        direct_conv_backward_weights(c.d_weight, c.d_out, c.in, g);
+        break;
+    }
+  }
+
+ private:
+  ConvGeometry g_;
+  ConvPass pass_;
+};
+
+class DirectCandidate final : public ConvCandidate {
+ public:
+  const char* name() const override { return "direct_avx512"; }
+  const char* description() const override {
+    return "nostrum's direct AVX-512 kernels, fp32 (AVX512F; stride 1 or 2; K % 16 == 0 for "
+           "forward and backward-weights, C % 16 == 0 for backward-data)";
+  }
+  bool available(const CpuFeatures& cpu) const override { return cpu.avx512f; }
+  bool supports(Precision p) const override { return p == Precision::kFp32; }
+  bool fits(const ConvGeometry& g, ConvPass pass) const override {
+    switch (pass) {
+      case ConvPass::kForward:
+        return direct_conv_forward_fits(g);
+      case ConvPass::kBackwardData:
+        return direct_conv_backward_data_fits(g);
+      case ConvPass::kBackwardWeights:
+        return direct_conv_backward_weights_fits(g);
+    }
+    return false;
+  }
+  std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
+                                        Precision) const override {
+    return std::make_unique<PreparedDirect>(g, pass);
+  }
+};
+
+// ---- the GEMM path of layers/conv2d (im2col tiles or the 1x1 activations as columns) ----
+
+class PreparedGemm final : public PreparedConv {
+ public:
+  PreparedGemm(const ConvGeometry& g, ConvPass pass, const layers::ConvOptions& options)
+      : g_(g), pass_(pass), options_(options) {}
+  size_t scratch_floats() const override { return layers::conv2d_scratch_floats(g_, options_); }
+  void run(const ConvCall& c) override {
+    ConvGeometry g = g_;
+    g.N = c.N;
+    switch (pass_) {
+      case ConvPass::kForward:
+        layers::conv2d_forward(c.out, c.in, c.weight, g, c.scratch, options_);
+        break;
+      case ConvPass::kBackwardData: {
+        layers::ConvOptions o = options_;
+        o.accumulate_d_in = c.accumulate_d_in;
+        layers::conv2d_backward_data(c.d_in, c.d_out, c.weight, g, c.scratch, o);
+        break;
+      }
+      case ConvPass::kBackwardWeights:
+        layers::conv2d_backward_weights(c.d_weight, c.d_out, c.in, g, c.scratch, options_);
+        break;
+    }
+  }
+
+ private:
+  ConvGeometry g_;
+  ConvPass pass_;
+  layers::ConvOptions options_;
+};
+
+class GemmCandidate final : public ConvCandidate {
+ public:
+  GemmCandidate(const char* name, const char* description, Precision precision,
+                layers::ConvThreading threading)
+      : name_(name), description_(description), precision_(precision), threading_(threading) {}
+  const char* name() const override { return name_; }
+  const char* description() const override { return description_; }
+  bool available(const CpuFeatures& cpu) const override {
+    return precision_ == Precision::kFp32 || cpu.avx512_bf16;
+  }
+  bool supports(Precision p) const override { return p == precision_; }
+  // Every shape; the per-thread variant only where it really runs per-thread tiles at the pool's
+  // thread count (elsewhere it would run exactly as the shared one: not worth measuring twice).
+  bool fits(const ConvGeometry& g, ConvPass pass) const override {
+    return threading_ != layers::ConvThreading::kPerThread ||
+           layers::conv2d_runs_per_thread(g, pass, omp_get_max_threads(), options());
+  }
+  std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
+                                        Precision) const override {
+    return std::make_unique<PreparedGemm>(g, pass, options());
+  }
+
+  layers::ConvOptions options() const {
+    layers::ConvOptions o;
+    o.algorithm = layers::ConvAlgorithm::kGemm;
+    o.threading = threading_;
+    o.precision = precision_;
+    return o;
+  }
+
+ private:
+  const char* name_;
+  const char* description_;
+  Precision precision_;
+  layers::ConvThreading threading_;
+};
+
+const DirectCandidate kDirect;
+const GemmCandidate kBlasShared(
+    "gemm_openblas",
+    "im2col (or the 1x1 activations) + OpenBLAS SGEMM, fp32, one threaded GEMM per tile of rows",
+    Precision::kFp32, layers::ConvThreading::kSharedGemm);
+const GemmCandidate kBlasPerThread(
+    "gemm_openblas_per_thread",
+    "im2col + OpenBLAS SGEMM, fp32, each thread its own tiles with single-threaded GEMMs (fits "
+    "where that differs from gemm_openblas: more than 1 thread, per-thread tiles within the "
+    "column budget)",
+    Precision::kFp32, layers::ConvThreading::kPerThread);
+const GemmCandidate kBf16Shared(
+    "gemm_bf16",
+    "im2col + nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16), one GEMM per tile of rows",
+    Precision::kBf16, layers::ConvThreading::kSharedGemm);
+const GemmCandidate kBf16PerThread(
+    "gemm_bf16_per_thread",
+    "im2col + nostrum's bf16 GEMM (AVX512_BF16), each thread its own tiles (fits where that "
+    "differs from gemm_bf16: more than 1 thread, per-thread tiles within the column budget)",
+    Precision::kBf16, layers::ConvThreading::kPerThread);
+
+}  // namespace
+
+const std::vector<const ConvCandidate*>& conv_candidates() {
+  // Order: the tie-break of the chooser. Optional libraries add theirs behind their #if.
+  static const std::vector<const ConvCandidate*> list = {&kDirect, &kBlasShared, &kBlasPerThread,
+                                                         &kBf16Shared, &kBf16PerThread};
+  return list;
+}
+
+const ConvCandidate* find_conv_candidate(const std::string& name) {
+  for (const ConvCandidate* c : conv_candidates())
+    if (name == c->name()) return c;
+  return nullptr;
+}
+
+bool conv_candidate_eligible(const ConvCandidate& c, const ConvGeometry& g, ConvPass pass,
+                             Precision precision) {
+  return c.available(cpu_features()) && c.supports(precision) && c.fits(g, pass);
+}
+
+const ConvCandidate& conv_fixed_rule_candidate(const ConvGeometry& g, ConvPass pass,
+                                               Precision precision, int threads) {
+  if (precision == Precision::kFp32 && layers::conv2d_fixed_rule_direct(g, pass, precision))
+    return kDirect;
+  layers::ConvOptions o;
+  o.precision = precision;
+  const bool per_thread = layers::conv2d_runs_per_thread(g, pass, threads, o);
+  if (precision == Precision::kBf16)
+    return per_thread ? static_cast<const ConvCandidate&>(kBf16PerThread) : kBf16Shared;
+  return per_thread ? static_cast<const ConvCandidate&>(kBlasPerThread) : kBlasShared;
+}
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,152 @@
+// `--conv-kernel`: the request parsed, and the table made by measuring, from the cache, by the
+// fixed rule or forced (conv_selection.hpp).
+#include "nostrum/kernels/conv_selection.hpp"
+
+#include <omp.h>
+
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/conv_cache.hpp"
+
+namespace nostrum::kernels {
+
+ConvKernelRequest conv_kernel_request(const std::string& value, const std::string& cache,
+                                      const std::string& option) {
+  ConvKernelRequest r;
+  if (value == "measure") {
+    r.mode = ConvKernelMode::kMeasure;
+  } else if (value == "cached") {
+    r.mode = ConvKernelMode::kCached;
+  } else if (value == "fixed") {
+    r.mode = ConvKernelMode::kFixedRule;
+  } else if (find_conv_candidate(value)) {
+    r.mode = ConvKernelMode::kForced;
+    r.forced = value;
+  } else {
+    std::string names;
+    for (const ConvCandidate* c : conv_candidates()) names += std::string(", ") + c->name();
+    throw OptionError("unknown conv kernel '" + value + "'", option,
+                      "use measure, cached, fixed" + names);
+  }
+  r.cache = cache.empty() ? default_conv_cache_path() : cache == "none" ? std::string() : cache;
+  return r;
+}
+
+std::string conv_kernel_value(const ConvKernelRequest& request) {
+  switch (request.mode) {
+    case ConvKernelMode::kMeasure:
+      return "measure";
+    case ConvKernelMode::kCached:
+      return "cached";
+    case ConvKernelMode::kFixedRule:
+      return "fixed";
+    case ConvKernelMode::kForced:
+      return request.forced;
+  }
+  return "?";
+}
+
+std::string conv_kernel_help() {
+  std::string text;
+  for (const ConvCandidate* c : conv_candidates())
+    text += std::string("  ") + c->name() + ": " + c->description() + "\n";
+  return text;
+}
+
+namespace {
+
+ConvChoice fixed_rule(const ConvPassShape& s, Precision precision, int threads) {
+  ConvChoice row;
+  row.shape = s;
+  row.chosen = conv_fixed_rule_candidate(s.g, s.pass, precision, threads).name();
+  row.source = ConvChoiceSource::kFixedRule;
+  return row;
+}
+
+}  // namespace
+
+ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
+                                    int threads, const ConvKernelRequest& request,
+                                    std::vector<std::string>* notes) {
+  ConvChoiceTable table;
+  table.precision = precision;
+  table.threads = threads;
+  const auto note = [&](const std::string& line) {
+    if (notes) notes->push_back(line);
+  };
+
+  if (request.mode == ConvKernelMode::kFixedRule) {
+    for (const ConvPassShape& s : shapes) table.rows.push_back(fixed_rule(s, precision, threads));
+    return table;
+  }
+  if (request.mode == ConvKernelMode::kForced) {
+    const ConvCandidate* c = find_conv_candidate(request.forced);
+    NOSTRUM_CHECK(c != nullptr, OptionError, "unknown conv kernel '" + request.forced + "'",
+                  "--conv-kernel");
+    NOSTRUM_CHECK(c->available(cpu_features()), OptionError,
+                  "conv kernel " + request.forced + " cannot run on this CPU (" +
+                      cpu_features().describe() + ")",
+                  "--conv-kernel", c->description());
+    NOSTRUM_CHECK(c->supports(precision), OptionError,
+                  "conv kernel " + request.forced + " does not run " + precision_name(precision),
+                  "--conv-kernel", c->description());
+    int unfit = 0;
+    for (const ConvPassShape& s : shapes) {
+      if (c->fits(s.g, s.pass)) {
+        ConvChoice row;
+        row.shape = s;
+        row.chosen = c->name();
+        row.source = ConvChoiceSource::kForced;
+        table.rows.push_back(row);
+      } else {
+        table.rows.push_back(fixed_rule(s, precision, threads));
+        ++unfit;
+      }
+    }
+    if (unfit)
+      note("--conv-kernel " + request.forced + " does not fit " + std::to_string(unfit) + " of " +
+           std::to_string(shapes.size()) + " conv passes: they run the fixed rule's kernel");
+    return table;
+  }
+
+  ConvCacheContents cache;
+  if (request.mode == ConvKernelMode::kCached && !request.cache.empty()) {
+    cache = read_conv_cache(request.cache);
+    if (!cache.refused.empty()) note(cache.refused + "; measuring again");
+  }
+  const double t0 = omp_get_wtime();
+  bool measured = false;
+  for (const ConvPassShape& s : shapes) {
+    if (const ConvChoice* hit = find_cached(cache, s, threads, precision)) {
+      const ConvCandidate* c = find_conv_candidate(hit->chosen);
+      if (c && conv_candidate_eligible(*c, s.g, s.pass, precision)) {
+        ConvChoice row = *hit;
+        row.source = ConvChoiceSource::kCached;
+        table.rows.push_back(row);
+        continue;
+      }
+      note("conv kernel cache " + request.cache + ": " + hit->chosen + " cannot run " +
+           conv_shape_name(s.g) + " " + conv_pass_name(s.pass) + " here; measuring it again");
+    }
+    ConvChoice row;
+    row.shape = s;
+    row.timings = measure_conv_pass(s, precision, request.measure);
+    row.chosen = row.timings[fastest_timing(row.timings)].candidate;
+    row.source = ConvChoiceSource::kMeasured;
+    table.rows.push_back(row);
+    measured = true;
+  }
+  table.measure_seconds = measured ? omp_get_wtime() - t0 : 0.0;
+  if (measured && !request.cache.empty()) {
+    try {
+      // Read again just before writing: another run may have written it meanwhile.
+      ConvCacheContents latest = read_conv_cache(request.cache);
+      if (!latest.refused.empty()) latest = ConvCacheContents{};
+      write_conv_cache(request.cache, latest, table, request.mode == ConvKernelMode::kMeasure);
+    } catch (const Error& e) {
+      note(std::string(e.what()) + " (the choice is used, not kept)");
+    }
+  }
+  return table;
+}
+
+}  // namespace nostrum::kernels

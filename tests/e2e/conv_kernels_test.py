@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""--conv-kernel end to end, 2 ranks: `measure` times every candidate (the table printed with
+--verbose and written to result.json, each row's choice the fastest of its times) and writes the
+cache; `cached` then takes every choice from it without measuring and gives a bitwise identical
+run (same weights checksum); a flipped byte in the cache is refused naming the file and measured
+again; a forced candidate runs wherever it fits; an unknown name is refused naming the option."""
+import json
+import os
+import tempfile
+
+from e2e_common import check, fmnist_subset, mpirun
+
+
+def rows(result_path):
+    return json.load(open(result_path))["conv_kernels"]["rows"]
+
+
+def main():
+    data = fmnist_subset(4000, 1000)
+    work = tempfile.mkdtemp(prefix="nostrum-conv-kernels-")
+    cache = os.path.join(work, "cache", "conv.json")
+    common = ["--data", data, "--model", "resnet8", "--width", "16", "--batch-size", "32",
+              "--threads", "1", "--loader-threads", "1", "--max-steps", "6", "--epochs", "1",
+              "--target-accuracy", "0.99", "--conv-cache", cache, "--verbose"]
+
+    first = os.path.join(work, "measure.json")
+    proc = mpirun(2, common + ["--conv-kernel", "measure", "--result-json", first])
+    check(proc.returncode == 2, f"the measured run ends its step budget (exit 2, got {proc.returncode})")
+    measured = rows(first)
+    check(len(measured) > 0 and all(r["source"] == "measured" for r in measured),
+          f"result.json holds {len(measured)} measured rows")
+    for r in measured:
+        fastest = min(r["timings"], key=lambda t: t["seconds"])  # min keeps the first of a tie
+        check(r["chosen"] == fastest["candidate"],
+              f"{r['shape']} {r['pass']}: chose {r['chosen']}, the fastest of its timings")
+    check(proc.stdout.count("(measured)") == len(measured),
+          "--verbose prints one table line per measured row")
+    check(os.path.exists(cache), "the cache file is written")
+
+    second = os.path.join(work, "cached.json")
+    proc = mpirun(2, common + ["--conv-kernel", "cached", "--result-json", second])
+    check(proc.returncode == 2, "the cached run ends its step budget")
+    cached = rows(second)
+    check(all(r["source"] == "cached" for r in cached), "every row comes from the cache")
+    check([r["chosen"] for r in cached] == [r["chosen"] for r in measured],
+          "the cached run runs the measured run's kernels")
+    check("from the cache" in proc.stdout, "the start-up line says the choice came from the cache")
+    a, b = json.load(open(first)), json.load(open(second))
+    check(a["weights_checksum"] == b["weights_checksum"],
+          f"same cache, same kernels: bitwise identical weights ({a['weights_checksum']})")
+
+    text = bytearray(open(cache, "rb").read())
+    text[len(text) // 3] ^= 0x01
+    open(cache, "wb").write(bytes(text))
+    third = os.path.join(work, "damaged.json")
+    proc = mpirun(2, common + ["--conv-kernel", "cached", "--result-json", third])
+    check(proc.returncode == 2, "a damaged cache does not stop the run")
+    check(cache in proc.stdout and "refused" in proc.stdout and "measuring again" in proc.stdout,
+          "the damaged cache is named, refused and measured again")
+    check(all(r["source"] == "measured" for r in rows(third)), "its rows were measured again")
+
+    forced = os.path.join(work, "forced.json")
+    proc = mpirun(2, common + ["--conv-kernel", "gemm_openblas", "--result-json", forced])
+    check(proc.returncode == 2, "a forced candidate runs")
+    check(all(r["chosen"] == "gemm_openblas" and r["source"] == "forced" for r in rows(forced)),
+          "gemm_openblas runs every pass (it fits every shape)")
+
+    proc = mpirun(1, common + ["--conv-kernel", "fastest-please"])
+    check(proc.returncode == 1 and "--conv-kernel" in proc.stderr + proc.stdout,
+          "an unknown --conv-kernel is refused naming the option")
+
+
+if __name__ == "__main__":
+    main()

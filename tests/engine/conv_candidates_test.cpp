@@ -1,0 +1,318 @@
+// The conv kernel registry (kernels/conv_candidate.hpp) and its measured choice: every fp32
+// candidate against a float64 reference on every resnet8 and ResNet-50 conv geometry (ResNet-50's
+// at a 64x64 input: 224's channels, kernels, strides and pads at a quarter of the spatial size, so
+// the reference stays fast) and odd ones, all three passes, threads 1 and 2; the fixed rule
+// reproducing layers/conv2d's kAuto bit for bit; the chooser on planted times; the cache written,
+// read back, and refused by name when damaged or foreign; the selection modes.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "conv_candidate_check.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/conv_cache.hpp"
+#include "nostrum/kernels/conv_selection.hpp"
+#include "nostrum/layers/conv2d.hpp"
+#include "temp_dir.hpp"
+
+using namespace nostrum;
+using kernels::ConvChoice;
+using kernels::ConvChoiceSource;
+using kernels::ConvChoiceTable;
+using kernels::ConvPass;
+using kernels::ConvTiming;
+using kernels::Precision;
+using nostrum::testing::conv_geometry;
+
+TEST_CASE("every fp32 conv candidate matches float64 on resnet8's geometries", "[engine][conv]") {
+  double worst = 0;
+  testing::check_all_candidates(testing::model_conv_geometries("resnet8", 10, 1, 2, 28),
+                                Precision::kFp32, testing::fp32_bound, &worst);
+  WARN("resnet8 fp32 candidates: worst error / bound " << worst);
+}
+
+TEST_CASE("every fp32 conv candidate matches float64 on ResNet-50's geometries", "[engine][conv]") {
+  double worst = 0;
+  testing::check_all_candidates(testing::model_conv_geometries("resnet50", 11, 3, 1, 64),
+                                Precision::kFp32, testing::fp32_bound, &worst);
+  WARN("ResNet-50 fp32 candidates: worst error / bound " << worst);
+}
+
+TEST_CASE("every fp32 conv candidate matches float64 on odd geometries", "[engine][conv]") {
+  double worst = 0;
+  testing::check_all_candidates(testing::odd_conv_geometries(), Precision::kFp32,
+                                testing::fp32_bound, &worst);
+  WARN("odd geometries, fp32 candidates: worst error / bound " << worst);
+}
+
+TEST_CASE("the fixed rule's candidate gives conv2d's kAuto bits", "[engine][conv]") {
+  for (const auto& g :
+       {conv_geometry(2, 14, 14, 32, 32, 3, 3, 1, 1), conv_geometry(2, 8, 8, 256, 64, 1, 1, 1, 0),
+        conv_geometry(2, 9, 7, 19, 33, 3, 3, 2, 1)}) {
+    const testing::ConvCase cc(g);
+    std::vector<float> scratch(layers::conv2d_scratch_floats(g, {}) + 64);
+    std::vector<float> want(cc.d_out.size()), got(cc.d_out.size());
+    layers::conv2d_forward(want.data(), cc.in.data(), cc.weight.data(), g, scratch.data(), {});
+    const auto& c = kernels::conv_fixed_rule_candidate(g, ConvPass::kForward, Precision::kFp32, 2);
+    auto k = c.prepare(g, ConvPass::kForward, Precision::kFp32);
+    std::vector<float> s2(k->scratch_floats() + 64);
+    kernels::ConvCall call;
+    call.N = g.N, call.in = cc.in.data(), call.weight = cc.weight.data(), call.out = got.data();
+    call.scratch = s2.data();
+    k->run(call);
+    INFO(kernels::conv_shape_name(g) << " fixed rule " << c.name());
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("the chooser takes the fastest planted time, ties to the earliest", "[engine][conv]") {
+  using V = std::vector<ConvTiming>;
+  CHECK(kernels::fastest_timing(V{{"a", 3.0, 3}, {"b", 1.0, 3}, {"c", 2.0, 3}}) == 1);
+  CHECK(kernels::fastest_timing(V{{"a", 1.0, 3}, {"b", 2.0, 3}}) == 0);
+  CHECK(kernels::fastest_timing(V{{"a", 2.0, 3}, {"b", 1.0, 3}, {"c", 1.0, 3}}) == 1);
+  CHECK(kernels::fastest_timing(V{{"a", 5.0, 1}, {"b", 5.0, 3}}) == 0);
+  CHECK(kernels::fastest_timing(V{{"only", 7.0, 3}}) == 0);
+  CHECK_THROWS_AS(kernels::fastest_timing(V{}), ShapeError);
+}
+
+namespace {
+
+ConvChoiceTable planted_table() {
+  ConvChoiceTable t;
+  t.precision = Precision::kFp32;
+  t.threads = 2;
+  ConvChoice a;
+  a.shape = {conv_geometry(4, 8, 8, 16, 16, 3, 3, 1, 1), ConvPass::kForward};
+  a.timings = {{"direct_avx512", 0.5, 3}, {"gemm_openblas", 0.25, 3}};
+  a.chosen = "gemm_openblas";  // planted: not what the measurement would pick everywhere
+  a.source = ConvChoiceSource::kMeasured;
+  ConvChoice b = a;
+  b.shape.pass = ConvPass::kBackwardWeights;
+  b.timings = {{"gemm_openblas", 0.125, 3}, {"gemm_openblas_per_thread", 0.0625, 1}};
+  b.chosen = "gemm_openblas_per_thread";
+  t.rows = {a, b};
+  return t;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+}  // namespace
+
+TEST_CASE("the conv kernel table survives JSON", "[engine][conv]") {
+  const ConvChoiceTable t = planted_table();
+  const ConvChoiceTable back =
+      kernels::conv_choices_from_json(kernels::conv_choices_to_json(t), "test");
+  REQUIRE(back.rows.size() == 2);
+  CHECK(back.threads == 2);
+  CHECK(back.rows[1].chosen == "gemm_openblas_per_thread");
+  CHECK(back.rows[1].timings[1].seconds == 0.0625);
+  CHECK(back.rows[1].timings[1].calls == 1);
+  CHECK(kernels::same_shape(back.rows[0].shape, t.rows[0].shape));
+  CHECK(back.rows[1].shape.pass == ConvPass::kBackwardWeights);
+  CHECK_THROWS_WITH(kernels::conv_choices_from_json("{\"precision\": 1}", "rank 0's table"),
+                    Catch::Contains("rank 0's table"));
+}
+
+TEST_CASE("the conv kernel cache: written, read back, refused by name when damaged or foreign",
+          "[engine][conv]") {
+  testing::TempDir dir("conv-cache");
+  const std::string path = (dir.path() / "sub" / "cache.json").string();
+  const std::string cpu = "TestVendor family 1 model 2 (TEST): avx2=yes";
+  CHECK(kernels::read_conv_cache(path, cpu, "1.0").refused.empty());  // absent: no error, empty
+  kernels::write_conv_cache(path, {}, planted_table(), false, cpu, "1.0");
+
+  SECTION("read back") {
+    const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
+    INFO(cache.refused);
+    REQUIRE(cache.refused.empty());
+    REQUIRE(cache.rows.size() == 2);
+    const ConvChoice* hit =
+        kernels::find_cached(cache, planted_table().rows[1].shape, 2, Precision::kFp32);
+    REQUIRE(hit != nullptr);
+    CHECK(hit->chosen == "gemm_openblas_per_thread");
+    CHECK(hit->source == ConvChoiceSource::kCached);
+    CHECK(kernels::find_cached(cache, planted_table().rows[1].shape, 1, Precision::kFp32) ==
+          nullptr);  // other threads
+    CHECK(kernels::find_cached(cache, planted_table().rows[1].shape, 2, Precision::kBf16) ==
+          nullptr);  // other precision
+  }
+  SECTION("every flipped byte is refused, naming the file") {
+    const std::string good = read_text(path);
+    for (size_t i = 0; i < good.size(); i += 7) {
+      std::string bad = good;
+      bad[i] = char(bad[i] ^ 0x01);
+      write_text(path, bad);
+      const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
+      INFO("byte " << i);
+      CHECK(cache.rows.empty());
+      CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("refused"));
+    }
+  }
+  SECTION("another CPU's file is refused, naming the file and both CPUs") {
+    const auto cache = kernels::read_conv_cache(path, "OtherVendor family 9 model 9", "1.0");
+    CHECK(cache.rows.empty());
+    CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("another CPU") &&
+                                  Catch::Contains("TestVendor") && Catch::Contains("OtherVendor"));
+  }
+  SECTION("another version's file is refused") {
+    const auto cache = kernels::read_conv_cache(path, cpu, "1.1");
+    CHECK(cache.rows.empty());
+    CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("nostrum 1.0"));
+  }
+  SECTION("a file that is not a cache is refused") {
+    write_text(path, "{\"hello\": 1}\n");
+    CHECK_THAT(kernels::read_conv_cache(path, cpu, "1.0").refused, Catch::Contains(path));
+  }
+  SECTION("without replace the first choice stays, with replace the new one wins") {
+    ConvChoiceTable other = planted_table();
+    other.rows[0].chosen = "direct_avx512";
+    kernels::write_conv_cache(path, kernels::read_conv_cache(path, cpu, "1.0"), other, false, cpu,
+                              "1.0");
+    CHECK(kernels::read_conv_cache(path, cpu, "1.0").rows[0].chosen == "gemm_openblas");
+    kernels::write_conv_cache(path, kernels::read_conv_cache(path, cpu, "1.0"), other, true, cpu,
+                              "1.0");
+    CHECK(kernels::read_conv_cache(path, cpu, "1.0").rows[0].chosen == "direct_avx512");
+  }
+}
+
+TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed, forced",
+          "[engine][conv]") {
+  testing::TempDir dir("conv-select");
+  const std::string path = (dir.path() / "cache.json").string();
+  const std::vector<kernels::ConvPassShape> shapes = {
+      {conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1), ConvPass::kForward},
+      {conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1), ConvPass::kBackwardData},
+      {conv_geometry(2, 6, 6, 3, 16, 3, 3, 1, 1), ConvPass::kBackwardWeights}};
+  kernels::ConvKernelRequest request =
+      kernels::conv_kernel_request("measure", path, "--conv-kernel");
+  std::vector<std::string> notes;
+
+  // measure: every eligible candidate timed, the fastest kept, the cache written.
+  const ConvChoiceTable measured =
+      kernels::select_conv_kernels(shapes, Precision::kFp32, 2, request, &notes);
+  REQUIRE(measured.rows.size() == shapes.size());
+  for (const ConvChoice& row : measured.rows) {
+    CHECK(row.source == ConvChoiceSource::kMeasured);
+    size_t eligible = 0;
+    for (const auto* c : kernels::conv_candidates())
+      eligible +=
+          kernels::conv_candidate_eligible(*c, row.shape.g, row.shape.pass, Precision::kFp32);
+    CHECK(row.timings.size() == eligible);
+    CHECK(row.chosen == row.timings[kernels::fastest_timing(row.timings)].candidate);
+  }
+  REQUIRE(kernels::read_conv_cache(path).refused.empty());
+  CHECK(kernels::read_conv_cache(path).rows.size() == shapes.size());
+
+  // cached: a planted choice (gemm_openblas everywhere) is taken as it is, nothing measured.
+  {
+    ConvChoiceTable planted = measured;
+    for (ConvChoice& row : planted.rows) row.chosen = "gemm_openblas";
+    std::remove(path.c_str());
+    kernels::write_conv_cache(path, {}, planted, true);
+    request.mode = kernels::ConvKernelMode::kCached;
+    const ConvChoiceTable cached =
+        kernels::select_conv_kernels(shapes, Precision::kFp32, 2, request, &notes);
+    for (const ConvChoice& row : cached.rows) {
+      CHECK(row.chosen == "gemm_openblas");
+      CHECK(row.source == ConvChoiceSource::kCached);
+    }
+    CHECK(cached.measure_seconds == 0.0);
+    // At another thread count the cache has nothing: measured.
+    const ConvChoiceTable other =
+        kernels::select_conv_kernels(shapes, Precision::kFp32, 1, request, &notes);
+    for (const ConvChoice& row : other.rows) CHECK(row.source == ConvChoiceSource::kMeasured);
+  }
+
+  // A damaged cache: named in a note, measured again, rewritten whole.
+  {
+    std::string text = read_text(path);
+    text[text.size() / 2] = char(text[text.size() / 2] ^ 0x20);
+    write_text(path, text);
+    notes.clear();
+    const ConvChoiceTable again =
+        kernels::select_conv_kernels(shapes, Precision::kFp32, 2, request, &notes);
+    for (const ConvChoice& row : again.rows) CHECK(row.source == ConvChoiceSource::kMeasured);
+    REQUIRE(notes.size() == 1);
+    CHECK_THAT(notes[0], Catch::Contains(path) && Catch::Contains("measuring again"));
+    CHECK(kernels::read_conv_cache(path).refused.empty());
+  }
+
+  // fixed: the rule, nothing measured.
+  const ConvChoiceTable fixed = kernels::select_conv_kernels(
+      shapes, Precision::kFp32, 2, kernels::conv_kernel_request("fixed", "none", "x"), &notes);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    CHECK(fixed.rows[i].source == ConvChoiceSource::kFixedRule);
+    CHECK(fixed.rows[i].chosen ==
+          kernels::conv_fixed_rule_candidate(shapes[i].g, shapes[i].pass, Precision::kFp32, 2)
+              .name());
+  }
+
+  // forced: the candidate where it fits, the fixed rule elsewhere, said in a note.
+  if (cpu_features().avx512f) {
+    notes.clear();
+    const ConvChoiceTable forced = kernels::select_conv_kernels(
+        shapes, Precision::kFp32, 2, kernels::conv_kernel_request("direct_avx512", "none", "x"),
+        &notes);
+    CHECK(forced.rows[0].chosen == "direct_avx512");
+    CHECK(forced.rows[0].source == ConvChoiceSource::kForced);
+    CHECK(forced.rows[1].chosen == "direct_avx512");
+    CHECK(forced.rows[2].chosen == "direct_avx512");  // K = 16: the weight gradient fits
+  }
+  const std::vector<kernels::ConvPassShape> unfit = {
+      {conv_geometry(2, 6, 6, 16, 20, 3, 3, 1, 1), ConvPass::kForward}};  // K % 16 != 0
+  notes.clear();
+  const auto direct = kernels::conv_kernel_request("direct_avx512", "none", "x");
+  if (cpu_features().avx512f) {
+    const ConvChoiceTable fallback =
+        kernels::select_conv_kernels(unfit, Precision::kFp32, 2, direct, &notes);
+    CHECK(fallback.rows[0].source == ConvChoiceSource::kFixedRule);
+    REQUIRE(notes.size() == 1);
+    CHECK_THAT(notes[0], Catch::Contains("does not fit 1 of 1"));
+  } else {  // no AVX-512 (or NOSTRUM_MAX_ISA=avx2): refused, naming the option and the CPU
+    CHECK_THROWS_WITH(
+        kernels::select_conv_kernels(unfit, Precision::kFp32, 2, direct, &notes),
+        Catch::Contains("--conv-kernel") && Catch::Contains("cannot run on this CPU"));
+  }
+  // A candidate that cannot run this precision is refused, naming the option.
+  CHECK_THROWS_WITH(
+      kernels::select_conv_kernels(shapes, Precision::kFp32, 2,
+                                   kernels::conv_kernel_request("gemm_bf16", "none", "x"), &notes),
+      Catch::Contains("--conv-kernel"));
+  CHECK_THROWS_WITH(kernels::conv_kernel_request("nope", "", "--conv-kernel"),
+                    Catch::Contains("--conv-kernel") && Catch::Contains("gemm_openblas"));
+}
+
+TEST_CASE("a model runs the table's kernels and refuses one that cannot run", "[engine][conv]") {
+  model::ModelConfig config;
+  config.name = "resnet8";
+  config.num_classes = 10;
+  config.in_channels = 1;
+  auto m = model::Model::create(config);
+  m->build(2, 12, 12);
+  ConvChoiceTable t = m->conv_kernels();
+  CHECK(t.rows.empty());  // build: the fixed rule
+  const auto shapes = m->conv_pass_shapes();
+  REQUIRE(!shapes.empty());
+  CHECK(shapes.front().g.C == 1);  // the stem: no backward-data pass
+  for (const auto& s : shapes) CHECK(!(s.g.C == 1 && s.pass == ConvPass::kBackwardData));
+  // A table naming a candidate that cannot run the shape here (a bf16 kernel in an fp32 model).
+  ConvChoice row;
+  row.shape = shapes.front();
+  row.chosen = "gemm_bf16";  // another precision
+  row.source = ConvChoiceSource::kForced;
+  t.rows = {row};
+  t.precision = Precision::kFp32;
+  CHECK_THROWS_AS(m->set_conv_kernels(t), ShapeError);
+}
