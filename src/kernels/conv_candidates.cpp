@@ -1,5 +1,6 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
-// SGEMM in both threadings, the bf16 GEMM in both threadings) and the registry that lists them.
+// SGEMM in both threadings, the bf16 GEMM in both threadings; oneDNN's fp32 and bf16 primitives
+// from kernels/onednn) and the registry that lists them.
 #include <omp.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
+#include "nostrum/kernels/onednn_candidates.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
 namespace nostrum::kernels {
@@ -175,8 +177,13 @@ const GemmCandidate kBf16PerThread(
 
 const std::vector<const ConvCandidate*>& conv_candidates() {
   // Order: the tie-break of the chooser. Optional libraries add theirs behind their #if.
-  static const std::vector<const ConvCandidate*> list = {&kDirect, &kBlasShared, &kBlasPerThread,
-                                                         &kBf16Shared, &kBf16PerThread};
+  static const std::vector<const ConvCandidate*> list = {&kDirect,
+                                                         &kBlasShared,
+                                                         &kBlasPerThread,
+                                                         &kBf16Shared,
+                                                         &kBf16PerThread,
+                                                         &onednn_fp32_candidate(),
+                                                         &onednn_bf16_candidate()};
   return list;
 }
 

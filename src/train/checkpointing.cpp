@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <iostream>
 #include <iterator>
+#include <thread>
 #include <type_traits>
 
 #include "io/checkpoint.hpp"
@@ -64,6 +67,30 @@ int stop_signal_received() {
 }
 void raise_stop_flag(int signal_number) {
   g_stop_signal = signal_number;
+}
+
+void hold_until_stop_signal(const mpi::Communicator& world, const std::string& where,
+                            mpi::StallWatchdog* watchdog) {
+  constexpr double kLimitSeconds = 600.0;
+  if (world.rank() == 0)
+    std::cout << "debug: holding " << where << " until a stop signal (SIGTERM or SIGUSR1)"
+              << std::endl;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const double held =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int flags[2] = {stop_signal_received() != 0, world.rank() == 0 && held > kLimitSeconds};
+    {
+      mpi::StallWatchdog::Wait wait(watchdog);
+      world.allreduce_max(flags, 2);
+    }
+    if (flags[0]) return;
+    NOSTRUM_CHECK(!flags[1], Error,
+                  "no stop signal within 600 s while holding " + where +
+                      " (--debug-hold-at-step / --debug-hold-at-end)",
+                  "rank " + std::to_string(world.rank()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 StepAgreement agree(const mpi::Communicator& world, bool stop, bool checkpoint_due,

@@ -25,6 +25,12 @@ void install_stop_signal_handlers();
 // The signal received (SIGTERM or SIGUSR1), or 0. For tests: raise_stop_flag(sig) sets it.
 int stop_signal_received();
 void raise_stop_flag(int signal_number);
+// --debug-hold-at-step / --debug-hold-at-end. Collective: every rank waits, polling every 20 ms
+// with one MAX allreduce (inside a stall-watchdog wait when watchdog is given), until some rank
+// has got a stop signal; rank 0 first prints "debug: holding <where> until a stop signal". An
+// Error after 600 s without one (a test that forgot to send it ends instead of hanging).
+void hold_until_stop_signal(const mpi::Communicator& world, const std::string& where,
+                            mpi::StallWatchdog* watchdog = nullptr);
 
 // What every rank agrees on at a step boundary (a MAX allreduce of three integers).
 struct StepAgreement {

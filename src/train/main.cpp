@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
     const train::RunConfig config = train::resolve(options);
     const train::RunResult result = train::run_training(config, world);
     if (world.rank() == 0) report(result, options.result_json);
+    if (options.debug_hold_at_end)
+      train::hold_until_stop_signal(world, std::string("after the run (status ") +
+                                               train::to_string(result.state.status) + ")");
     return train::exit_status(result.state.status);
   } catch (const train::NonFiniteError& e) {
     // Every rank agreed on it at the same step: rank 0 speaks for all, no abort needed.

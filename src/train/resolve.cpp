@@ -60,6 +60,7 @@ TrainingConfig resolve_training(const TrainOptions& o) {
   t.label_smoothing = o.label_smoothing;
   t.debug_inject_nan_at_step = o.debug_inject_nan_at_step;
   t.debug_signal_at_step = o.debug_signal_at_step;
+  t.debug_hold_at_step = o.debug_hold_at_step;
   return t;
 }
 

@@ -14,6 +14,7 @@
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/onednn_conv.hpp"
 #include "setup.hpp"
 
 namespace nostrum::train {
@@ -92,6 +93,8 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.ranks = run.plan.ranks;
   r.threads = run.plan.threads;
   r.global_batch = run.plan.global_batch;
+  r.onednn_version = kernels::onednn_library().version;
+  r.onednn_isa = kernels::onednn_library().isa;
   r.parameters = static_cast<int64_t>(run.model->parameter_count());
   for (const mpi::Bucket& b :
        gradient_bucket_plan(run.config.parallel, run.model->parameter_count()))
@@ -128,6 +131,7 @@ std::string result_json(const RunResult& r) {
       {"ranks", r.ranks},
       {"threads_per_rank", r.threads},
       {"global_batch", r.global_batch},
+      {"onednn", {{"version", r.onednn_version}, {"isa", r.onednn_isa}}},
   };
   for_each_field(r.state, [&](const StateField& f, const auto& value) {
     if (f.result_key) set_field(j, f.result_key, value_json(value));
@@ -182,6 +186,10 @@ RunResult parse_result_json(const std::string& text) {
   r.ranks = field<int>(j, "ranks");
   r.threads = field<int>(j, "threads_per_rank");
   r.global_batch = field<int64_t>(j, "global_batch");
+  if (j.contains("onednn")) {
+    r.onednn_version = field<std::string>(j, "onednn.version");
+    r.onednn_isa = field<std::string>(j, "onednn.isa");
+  }
   for_each_field(r.state, [&](const StateField& f, auto& value) {
     using T = std::decay_t<decltype(value)>;
     if (f.result_key) value = field<T>(j, f.result_key);

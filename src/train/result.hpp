@@ -26,6 +26,8 @@ struct RunResult {
   std::string precision;  // "fp32" | "bf16", as run (--precision auto: as chosen); "" if unrecorded
   int ranks = 1, threads = 1;
   int64_t global_batch = 0;
+  // oneDNN's version and the ISA it dispatched to ("avx512_core_bf16", ...); "" if unrecorded.
+  std::string onednn_version, onednn_isa;
   // What tools/scaling-study's model needs of the step: the gradient buckets in reduction order
   // (floats each; the same plan for any rank count), the bucket size asked for, the model's
   // activation + gradient + scratch arena bytes at this rank's batch, the rank's cores and whether

@@ -59,6 +59,7 @@ struct Run {
   // monotonic time at which a timed checkpoint (--checkpoint-every Nm) is due (0: none).
   std::unique_ptr<mpi::StallWatchdog> watchdog;
   double timed_checkpoint_due_s = 0.0;
+  bool resumed = false;  // restored from a checkpoint (--debug-hold-at-step holds only fresh runs)
 
   bool rank0() const { return world.rank() == 0; }
 };

@@ -47,6 +47,7 @@ struct TrainingConfig {
   double label_smoothing = 0.1;
   int64_t debug_inject_nan_at_step = -1;  // >= 0: rank 0's input becomes NaN at this step
   int64_t debug_signal_at_step = -1;      // >= 0: the last rank raises SIGUSR1 during this step
+  int64_t debug_hold_at_step = -1;        // >= 0: a fresh run holds here until a stop signal
 };
 
 struct OptimizerConfig {

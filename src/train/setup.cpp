@@ -15,6 +15,7 @@
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/onednn_conv.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/optim/lars.hpp"
 #include "nostrum/optim/sgd.hpp"
@@ -45,7 +46,8 @@ void bind_threads(Run& run) {
   if (!table.str().empty()) run.notes.push_back(table.str());
   run.notes.push_back("nostrum-train: " + std::to_string(run.plan.ranks) + " rank(s) x " +
                       std::to_string(run.plan.threads) + " thread(s), BLAS kernels " +
-                      kernels::blas_core_name() + cap_note());
+                      kernels::blas_core_name() + ", oneDNN " + kernels::onednn_library().version +
+                      " (" + kernels::onednn_library().isa + ")" + cap_note());
 }
 
 io::LoaderConfig loader_config(const Run& run, bool train) {

@@ -197,6 +197,12 @@ po::options_description run_options(TrainOptions& o) {
      "debug: make rank 0's input NaN at this step (tests the non-finite stop)")
     ("debug-signal-at-step", po::value(&o.debug_signal_at_step)->default_value(-1),
      "debug: the last rank raises SIGUSR1 during this step (tests the stop at a chosen step)")
+    ("debug-hold-at-step", po::value(&o.debug_hold_at_step)->default_value(-1),
+     "debug: a run that did not resume holds every rank before this step until a rank gets "
+     "SIGTERM/SIGUSR1 (tests a signal or kill during training on a machine of any speed)")
+    ("debug-hold-at-end", po::bool_switch(&o.debug_hold_at_end),
+     "debug: after the result is written every rank holds until a rank gets SIGTERM/SIGUSR1, "
+     "then exits with the run's status (tests a job cancelled as its ranks finish)")
     ("progress-seconds", po::value(&o.progress_seconds)->default_value(o.progress_seconds, shown(o.progress_seconds)),
      "progress line interval inside an epoch")
     ("submission-org", po::value(&o.submission_org)->default_value(o.submission_org), "MLPerf org")

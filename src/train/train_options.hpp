@@ -86,6 +86,8 @@ struct TrainOptions {
   double stall_timeout = 600.0;           // seconds; 0 = no stall watchdog
   int64_t debug_inject_nan_at_step = -1;  // >= 0: rank 0's input becomes NaN at this step
   int64_t debug_signal_at_step = -1;      // >= 0: the last rank raises SIGUSR1 during this step
+  int64_t debug_hold_at_step = -1;        // >= 0: a fresh run holds here until a stop signal
+  bool debug_hold_at_end = false;         // the ended run holds until a stop signal, then exits
   std::string options_text;               // the command line and config file, for the checkpoint
   std::set<std::string> given;            // the options the user set (command line or config)
 };

@@ -23,6 +23,10 @@ StepRecord train_step(Run& run) {
   r.step_in_epoch = s.step_in_epoch;
   r.begin_s = monotonic_seconds();
   if (run.watchdog) run.watchdog->set_step(s.steps_taken);
+  const TrainingConfig& t = run.config.training;
+  if (s.steps_taken == t.debug_hold_at_step && !run.resumed)  // --debug-hold-at-step
+    hold_until_stop_signal(run.world, "before run step " + std::to_string(s.steps_taken),
+                           run.watchdog.get());
 
   io::Batch batch;
   NOSTRUM_CHECK(run.train_loader->next(batch), DataError,
@@ -31,7 +35,6 @@ StepRecord train_step(Run& run) {
                 run.config.data.dir);
   r.data_ready_s = monotonic_seconds();
   r.images = batch.count;
-  const TrainingConfig& t = run.config.training;
   if (s.steps_taken == t.debug_inject_nan_at_step && run.rank0() && batch.count > 0)
     batch.images[0] = std::nanf("");  // --debug-inject-nan-at-step: rank 0's first pixel
 

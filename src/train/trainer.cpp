@@ -91,6 +91,7 @@ double resume_if_asked(Run& run, MlperfObserver& mlperf, ProgressPrinter& progre
     return 0.0;
   }
   const CheckpointMark mark = restore_checkpoint(run, resume.state, resume.path);
+  run.resumed = true;
   NOSTRUM_CHECK(run.state.seed == run.config.training.seed, OptionError,
                 "the checkpoint's run used --seed " + std::to_string(run.state.seed), "--seed",
                 "resume with the same seed (sampling and augmentation follow it)");

@@ -3,13 +3,13 @@
 subset, resnet8 width 8, 2 ranks x 1 thread).
 
 usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
-  resume_bitwise   SIGTERM to one rank in epoch 3 -> status 3 and a checkpoint; --resume -> the final
+  resume_bitwise   SIGTERM to one rank in epoch 3 (held there) -> status 3 and a checkpoint; --resume -> the final
                    weights and BN statistics equal an uninterrupted run's, bit for bit; the MLPerf log
                    (appended) passes tools/mlperf/check_log.py; time-to-solution continues from the
                    seconds the checkpoint says were spent (more than the resumed part takes)
   stop_at_epoch_end  --debug-signal-at-step at an epoch's last step: the resumed run closes that
                    epoch (epoch_stop, evaluation) itself; bit-identical result, valid log
-  resume_2_to_3    a P = 2 checkpoint (SIGUSR1 to mpirun) resumed by 3 ranks completes; another
+  resume_2_to_3    a P = 2 checkpoint (SIGUSR1 to mpirun, held in epoch 1) resumed by 3 ranks completes; another
                    global batch is refused with the reason
   fallback         a truncated newest checkpoint is refused by name and the previous one used
   nan              --debug-inject-nan-at-step stops the run (status 5) naming the step and the first
@@ -19,6 +19,10 @@ usage: checkpoint_test.py CASE   (NOSTRUM_BUILD_DIR set, as CTest does)
   sigstop          SIGSTOP of one rank (likewise) ends the job within --stall-timeout (+ slack), rank
                    named
   unwritable       an unwritable --checkpoint-dir is an error at start-up naming it
+A signal meant to land during training lands there on a machine of any speed: --debug-hold-at-step
+holds every rank before the chosen step until a stop signal, and the test sends it once the run says
+it holds (the kill9/sigstop runs have a target and budget no machine reaches before their kill).
+Deadlines (hang guards) stretch with NOSTRUM_TEST_TIME_SCALE (tools/test-slowed).
 """
 import glob
 import h5py
@@ -34,7 +38,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import ROOT, check, fmnist_subset, train_binary  # noqa: E402
+from e2e_common import ROOT, check, fmnist_subset, scaled, train_binary  # noqa: E402
 
 EXIT_CHECKPOINTED, EXIT_NONFINITE, EXIT_STALL = 3, 5, 4
 
@@ -56,6 +60,7 @@ def launch(ranks, args):
 
 
 def finish(proc, timeout=600):
+    timeout = scaled(timeout)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -81,7 +86,7 @@ class Watched:
             self.lines.append(line)
 
     def wait_for(self, pattern, timeout=300):
-        deadline = time.time() + timeout
+        deadline = time.time() + scaled(timeout)
         while time.time() < deadline and self.proc.poll() is None:
             if any(re.search(pattern, line) for line in list(self.lines)):
                 return
@@ -90,6 +95,7 @@ class Watched:
         check(False, "the run printed a line matching %r while running" % pattern)
 
     def finish(self, timeout):
+        timeout = scaled(timeout)
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -103,14 +109,20 @@ class Watched:
 
 
 def training_args(data, *extra):
-    """A long run (50 epochs, an unreachable target) that prints every step: a test waits for the
-    3rd to know the ranks are inside the training steps (past start-up's collectives)."""
-    args = base_args(data, epochs=50, target="0.99") + list(extra)
+    """A long run (1000 epochs, an unreachable target: no machine ends it in the moment between its
+    3rd step and the test's kill) that prints every step: a test waits for the 3rd to know the ranks
+    are inside the training steps (past start-up's collectives)."""
+    args = base_args(data, epochs=1000, target="0.99") + list(extra)
     args[args.index("--progress-seconds") + 1] = "0"
     return args
 
 
 STEP_3 = r"epoch \d+ step 3/"
+
+
+def held(step):
+    """The line rank 0 prints when --debug-hold-at-step holds the ranks before `step`."""
+    return "debug: holding before run step %d until a stop signal" % step
 
 
 def run(ranks, args, timeout=600):
@@ -120,7 +132,7 @@ def run(ranks, args, timeout=600):
 def rank_pids(proc):
     """The rank processes under this mpirun (its children; named "exe" after the BLAS re-exec),
     in rank order (pid order = launch order)."""
-    deadline = time.time() + 60
+    deadline = time.time() + scaled(60)
     while time.time() < deadline:
         out = subprocess.run(["pgrep", "-P", str(proc.pid)],
                              capture_output=True, text=True).stdout.split()
@@ -131,7 +143,7 @@ def rank_pids(proc):
 
 
 def wait_for_checkpoints(directory, count, proc, timeout=300):
-    deadline = time.time() + timeout
+    deadline = time.time() + scaled(timeout)
     while time.time() < deadline and proc.poll() is None:
         if len(glob.glob(os.path.join(directory, "checkpoint-*.h5"))) >= count:
             return
@@ -164,15 +176,17 @@ def case_resume_bitwise(data, tmp):
     log = os.path.join(tmp, "run.log")
     out_json = os.path.join(tmp, "run.json")
     args = base_args(data) + ["--checkpoint-dir", ck, "--mllog", log, "--result-json", out_json]
-    proc = launch(2, args)
-    pids = rank_pids(proc)
-    # Epoch 2's: the signal lands in epoch 3, so the run before it takes longer than the resumed
-    # part (the rest of epoch 3), and time-to-solution is seen to carry the checkpoint's seconds.
-    wait_for_checkpoints(ck, 2, proc)
+    # Held before run step 40, epoch 3's 9th of 16: the signal lands in epoch 3 after epoch 2's
+    # checkpoint, so the run before it takes longer than the resumed part (the rest of epoch 3), and
+    # time-to-solution is seen to carry the checkpoint's seconds.
+    job = Watched(2, args + ["--debug-hold-at-step", "40"])
+    pids = rank_pids(job.proc)
+    job.wait_for(held(40))
     os.kill(pids[1], signal.SIGTERM)  # one rank only: every rank must agree to stop
-    rc, out = finish(proc)
+    rc, out = job.finish(600)
     check(rc == EXIT_CHECKPOINTED, "SIGTERM to one rank: status %d (got %d)" % (EXIT_CHECKPOINTED, rc))
     check("checkpoint (stop signal)" in out, "the run says it checkpointed after the signal")
+    check("stopping after 41 steps" in out, "after the held step (run step 40)")
     stops = sorted(glob.glob(os.path.join(ck, "checkpoint-*.h5")))
     check(len(stops) == 3, "three checkpoints: epoch 1's, epoch 2's and the signal's (%s)" % stops)
     with h5py.File(stops[-1], "r") as f:
@@ -238,10 +252,12 @@ def case_resume_2_to_3(data, tmp):
     ck = os.path.join(tmp, "ck")
     log = os.path.join(tmp, "run.log")
     # Global batch 96 = 2 x 48 = 3 x 32.
-    proc = launch(2, base_args(data, batch=48, epochs=4, target="0.2") + ["--checkpoint-dir", ck, "--mllog", log])
-    wait_for_checkpoints(ck, 1, proc)
-    proc.send_signal(signal.SIGUSR1)  # to mpirun, which forwards it to every rank
-    rc, _ = finish(proc)
+    # Held before run step 5 of epoch 1's 10, before any evaluation could reach the target.
+    job = Watched(2, base_args(data, batch=48, epochs=4, target="0.2") + ["--checkpoint-dir", ck, "--mllog", log,
+                                                                        "--debug-hold-at-step", "5"])
+    job.wait_for(held(5))
+    job.proc.send_signal(signal.SIGUSR1)  # to mpirun, which forwards it to every rank
+    rc, _ = job.finish(600)
     check(rc == EXIT_CHECKPOINTED, "SIGUSR1 to mpirun: status %d (got %d)" % (EXIT_CHECKPOINTED, rc))
     latest = sorted(glob.glob(os.path.join(ck, "checkpoint-*.h5")))[-1]
     rc, out = run(3, base_args(data, batch=48, epochs=4, target="0.2") + ["--resume-from", latest])
@@ -309,7 +325,7 @@ def case_kill9(data, tmp):
     rc, _ = job.finish(timeout=120)
     took = time.time() - start
     check(rc != 0, "kill -9 of rank 1: the job ends non-zero (%d)" % rc)
-    check(took < 60, "within 60 s (%.1f s)" % took)
+    check(took < scaled(60), "within %g s (%.1f s)" % (scaled(60), took))
 
 
 def case_sigstop(data, tmp):
@@ -322,7 +338,7 @@ def case_sigstop(data, tmp):
     rc, out = job.finish(timeout=180)
     took = time.time() - start
     check(rc == EXIT_STALL, "SIGSTOP of rank 1: the watchdog aborts with status %d (got %d)" % (EXIT_STALL, rc))
-    check(took < timeout + 25, "within the %d s stall timeout + slack (%.1f s)" % (timeout, took))
+    check(took < timeout + scaled(25), "within the %d s stall timeout + %g s slack (%.1f s)" % (timeout, scaled(25), took))
     check("rank 1 did not arrive: last seen at step" in out, "rank 1 is named with its last step")
     check("rank 0 did not arrive" not in out, "rank 0 is not named")
 

@@ -31,7 +31,7 @@ os.environ["XDG_CACHE_HOME"] = CONV_CACHE_HOME
 def mpirun(ranks, args, timeout=600):
     cmd = [os.path.join(ROOT, "tools", "mpirun"), "-n", str(ranks), train_binary()] + args
     print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout))
     print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n", flush=True)
     return proc
 
@@ -47,6 +47,25 @@ def fmnist_subset(train=4000, test=1000):
     subprocess.run([shards_binary(), "fashion-mnist", "-i", idx, "-o", out, "--overwrite", "-q"],
                    check=True)
     return out
+
+
+def time_scale():
+    """NOSTRUM_TEST_TIME_SCALE (default 1): how many times slower than usual this run's CPUs are
+    (tools/test-slowed sets it). It stretches the tests' deadlines (how long to wait for a job, a
+    line, a checkpoint), which guard against hangs; no test's outcome depends on them."""
+    try:
+        scale = float(os.environ.get("NOSTRUM_TEST_TIME_SCALE", "1"))
+    except ValueError:
+        scale = 0
+    if scale < 1:
+        print("FAILED: NOSTRUM_TEST_TIME_SCALE=%r: a number >= 1" % os.environ["NOSTRUM_TEST_TIME_SCALE"])
+        sys.exit(1)
+    return scale
+
+
+def scaled(seconds):
+    """A deadline of `seconds` on the usual machine, stretched by time_scale()."""
+    return seconds * time_scale()
 
 
 def check(condition, message):

@@ -49,6 +49,10 @@ def main():
     check(r["time_to_solution_s"] > 0, "time-to-solution is positive")
     for key in ("compute", "exposed_allreduce", "hidden_allreduce", "data_wait", "evaluation"):
         check(r["time_split_s"][key] >= 0, f"time split has {key}")
+    check(r["onednn"]["version"].startswith("2.") and r["onednn"]["isa"] != "",
+          "result names oneDNN's version and the ISA it dispatched to")
+    check(f"oneDNN {r['onednn']['version']} ({r['onednn']['isa']})" in proc.stdout,
+          "start-up prints oneDNN's version and ISA beside the BLAS kernels")
 
     events = []
     for number, line in enumerate(open(log), 1):

@@ -1,6 +1,6 @@
-// Catch2 main for MPI tests: every rank runs the same test cases; the run fails on every rank (and
-// so under mpiexec and CTest) if any assertion failed on any rank. Only rank 0 reports unless a
-// rank fails, so the output stays readable.
+// Catch2 main for MPI tests: every rank runs the same test cases; the run fails (under mpiexec and
+// CTest) if any assertion failed on any rank. Only rank 0 reports unless a rank fails, so the
+// output stays readable.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 #include <catch2/catch.hpp>
@@ -23,9 +23,13 @@ int main(int argc, char** argv) {
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (failed != 0)
     std::fprintf(stderr, "[rank %d of %d] %d test case(s) failed\n", rank, size, failed);
-  if (rank == 0)
+  if (rank == 0) {
     std::printf("MPI tests on %d ranks: %s\n", size,
                 any_failed ? "FAILED" : "passed on every rank");
+    std::fflush(stdout);
+  }
   MPI_Finalize();
-  return any_failed ? 1 : 0;
+  // Rank 0 alone returns the run's status: mpiexec aborts the job when a rank exits non-zero, and a
+  // failing rank that exited first used to kill rank 0 before its report reached the output.
+  return rank == 0 && any_failed ? 1 : 0;
 }

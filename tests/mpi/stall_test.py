@@ -8,7 +8,9 @@ usage: stall_test.py CASE DRILL MPIEXEC
   kill_rank1     kill -9 of rank 1: the job ends non-zero within 60 s
   no_false_alarm steps slower than the heartbeat but faster than the timeout: the job completes
   suspend_all    SIGSTOP of every rank for longer than the timeout, then SIGCONT (a suspended job):
-                 the job goes on and completes, no alarm
+                 the job goes on and completes, no alarm. The drill holds before step 10 until the
+                 test, after the SIGCONT, creates its --hold-file: the suspension (after "step 5")
+                 is certain to come while the job runs, however fast its 20 ms steps go.
 Times are bounded above only (generously: the machine may be loaded); the lower bound on detection
 is the watchdog's own report of the timeout it applied.
 Exits non-zero with the reason when an expectation fails.
@@ -18,11 +20,16 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 TIMEOUT_S = 8.0  # --stall-timeout of the drill
-SLACK_S = 40.0   # detection (1 heartbeat), MPI_Abort and mpirun's teardown on a loaded machine
+# detection (1 heartbeat), MPI_Abort and mpirun's teardown on a loaded machine; stretched, like the
+# deadlines below, by NOSTRUM_TEST_TIME_SCALE (tools/test-slowed)
+SCALE = float(os.environ.get("NOSTRUM_TEST_TIME_SCALE", "1"))
+SLACK_S = 40.0 * SCALE
+HOLD_FILE = os.path.join(tempfile.mkdtemp(prefix="nostrum-stall-"), "go")
 
 
 def fail(message):
@@ -48,7 +55,7 @@ def run(case, drill, mpiexec):
         # Each step computes 1.5 s on rank 0 only... both ranks compute, 1.5 s > 1 s heartbeat.
         args += ["--steps", "6", "--compute-ms", "1500"]
     elif case == "suspend_all":
-        args += ["--steps", "40"]
+        args += ["--steps", "40", "--hold-at-step", "10", "--hold-file", HOLD_FILE]
     else:
         args += ["--steps", "100000"]
     start = time.monotonic()
@@ -82,10 +89,11 @@ def run(case, drill, mpiexec):
             if case == "suspend_all" and state["step"] == 5 and signalled_at[0] is None:
                 suspend(pids, TIMEOUT_S + 4)
                 signalled_at[0] = time.monotonic()
-        if time.monotonic() - start > 150:
+                open(HOLD_FILE, "w").close()  # let it go on past step 10
+        if time.monotonic() - start > 150 * SCALE:
             break
     try:
-        rc = proc.wait(timeout=max(1.0, 160 - (time.monotonic() - start)))
+        rc = proc.wait(timeout=max(1.0, 160 * SCALE - (time.monotonic() - start)))
     except subprocess.TimeoutExpired:
         for pid in pids.values():
             try:
@@ -93,7 +101,7 @@ def run(case, drill, mpiexec):
             except ProcessLookupError:
                 pass
         proc.kill()
-        fail("the job was still running after 160 s: it hangs")
+        fail(f"the job was still running after {160 * SCALE:g} s: it hangs")
     ended = time.monotonic()
     stderr = "".join(err_lines)
     print(stderr[-3000:])
@@ -122,8 +130,8 @@ def main():
     if rc == 0:
         fail("the job ended with status 0")
     if case == "kill_rank1":
-        if took > 60:
-            fail(f"took {took:.1f} s (> 60 s)")
+        if took > 60 * SCALE:
+            fail(f"took {took:.1f} s (> {60 * SCALE:g} s)")
         print("PASS")
         return
     if rc != 4:

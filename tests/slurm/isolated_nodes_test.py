@@ -10,7 +10,7 @@ import re
 import subprocess
 
 from slurm_common import (ROOT, build_dir, check, data, env, probe_rows, read, read_json, require_isolated,
-                          slurm_exit, submit, wait, work_dir)
+                          scaled, slurm_exit, submit, wait, work_dir)
 
 JOB = os.path.join(ROOT, "jobs", "fashion_mnist_resnet8.sbatch")
 SHORT = ["--max-steps", "30", "--target-accuracy", "0.05"]
@@ -73,7 +73,7 @@ def check_link_bandwidth(work, info):
            f"{bench} --params {params} --layers 1 --backward-ms 0 --steps 3 --first-bucket-mb 25 --bucket-mb 25")
     log = os.path.join(work, "bench.out")
     proc = subprocess.run(["sbatch", "--wait", "-N", "2", "-w", "node1,node2", "--ntasks-per-node=1", "-o", log,
-                           "--wrap", cmd], env=env(), cwd=work, capture_output=True, text=True, timeout=120)
+                           "--wrap", cmd], env=env(), cwd=work, capture_output=True, text=True, timeout=scaled(120))
     text = read(log) if os.path.exists(log) else proc.stderr
     print(text[-1500:])
     m = re.search(r"^synchronous\s+25\S*\s+\S+\s+(\S+)", text, re.M)
@@ -90,6 +90,11 @@ def check_link_bandwidth(work, info):
 
 def main():
     info = require_isolated()
+    cores = int(info.get("NOSTRUM_CLUSTER_HOST_CORES", "0"))
+    if cores < 2:
+        print(f"SKIPPED: the host has {cores} core(s): two isolated nodes need one core each to run on their "
+              "own CPUs", flush=True)
+        raise SystemExit(77)
     work = work_dir("isolated-nodes")
     check_training_job(work, info)
     check_link_bandwidth(work, info)

@@ -9,22 +9,30 @@ stops with a clear message and is not requeued (NOSTRUM_MAX_RESTARTS defaults to
 with a scontrol that is slow to exit after requeuehold, as on a loaded host, so the requeue's
 SIGTERM lands while scontrol still runs: the script must still exclude the node and release the
 job (it was left held for ever). Skipped (77) in the shared mode (one node's loss cannot be told
-from another's there)."""
+from another's there).
+
+Each kill lands during training on a machine of any speed: the first attempt of each job holds its
+ranks before run step 40 (--debug-hold-at-step; epoch 2, after the epoch-1 checkpoint) and rank 1 is
+killed while they hold; the later attempts resumed from the checkpoint, so they do not hold, and the
+job killed in them has a budget (1000 epochs) and a target (0.99) that no attempt reaches in the
+seconds between its "resumed from" line and the kill. (The first job's attempt was killed after its
+epoch-1 checkpoint while it trained on to the target of epoch 2: a fast CPU could get there first.)"""
 import glob
 import json
 import os
 import shutil
 import subprocess
 
-from slurm_common import (ROOT, check, data, env, job_report, rank_pids, read, read_json, require_isolated,
-                          slurm_exit, submit, wait, wait_for, work_dir)
+from slurm_common import (ROOT, check, data, env, job_report, live_output, rank_pids, read, read_json,
+                          require_isolated, slurm_exit, submit, wait, wait_for, wait_for_hold, work_dir)
 
+HOLD_STEP = 40  # epoch 2 of 31-step epochs (2,000 images, global batch 64): after the epoch-1 checkpoint
 TRAIN = ["--model", "resnet8", "--width", "8", "--batch-size", "32", "--epochs", "6", "--target-accuracy", "0.3",
-         "--seed", "3", "--progress-seconds", "1000"]
-# the job that loses a rank three times: a target it cannot reach, so no attempt ends before its kill
+         "--seed", "3", "--progress-seconds", "1000", "--debug-hold-at-step", str(HOLD_STEP)]
+# the job that loses a rank three times: a target and a budget it cannot reach, so no attempt ends before its kill
 NEVER_DONE = list(TRAIN)
 NEVER_DONE[NEVER_DONE.index("--target-accuracy") + 1] = "0.99"
-NEVER_DONE[NEVER_DONE.index("--epochs") + 1] = "40"
+NEVER_DONE[NEVER_DONE.index("--epochs") + 1] = "1000"
 # scontrol as a loaded host runs it: requeuehold still running when the requeue's SIGTERM arrives
 SLOW_SCONTROL = """#!/bin/bash
 # written by tests/slurm/lost_rank_requeue_test.py: the real scontrol, then 1 s more after requeuehold
@@ -45,23 +53,19 @@ def submit_job(work, name, train=TRAIN, path_first=None):
 
 def resumed(run_dir):
     """Rank 0 of the running attempt said it resumed (its live output, ranks/1/rank.0/)."""
-    for name in ("stdout", "stderr"):
-        try:
-            if "resumed from " in read(os.path.join(run_dir, "ranks", "1", "rank.0", name)):
-                return True
-        except OSError:
-            pass
-    return False
+    return "resumed from " in live_output(run_dir)
 
 
 def kill_rank1(job, attempt, run_dir, out):
-    """kill -9 of rank 1 in attempt `attempt` (0 = the first): in the first once it checkpointed, in
-    later ones once rank 0 resumed from the checkpoint; on a timeout it prints the job's state."""
+    """kill -9 of rank 1 in attempt `attempt` (0 = the first): in the first once it checkpointed and its
+    ranks hold, in later ones once rank 0 resumed from the checkpoint; on a timeout it prints the job's
+    state."""
     def diagnose():
         return job_report(job, out, os.path.join(run_dir, "attempts.jsonl"))
     if attempt == 0:
         wait_for("the first checkpoint", lambda: glob.glob(os.path.join(run_dir, "checkpoints", "checkpoint-*.h5")),
                  120, diagnose)
+        wait_for_hold(job, run_dir, out)
     pids = wait_for(f"rank 1 of attempt {attempt + 1}", lambda: rank_pids(job, 1, attempt), 120, diagnose)
     if attempt > 0:
         wait_for(f"attempt {attempt + 1} resumed", lambda: resumed(run_dir), 60, diagnose)

@@ -10,7 +10,7 @@ import csv
 import os
 import subprocess
 
-from slurm_common import ROOT, check, data, env, read, read_json, work_dir
+from slurm_common import ROOT, check, data, env, read, read_json, scaled, work_dir
 
 TOOL = os.path.join(ROOT, "tools", "scaling-study")
 JOB = os.path.join(ROOT, "jobs", "fashion_mnist_resnet8.ini")
@@ -27,7 +27,7 @@ def main():
     shards = data()
     study = os.path.join(work, "strong")
     cmd = [TOOL, "--job", JOB, "--data", shards, "--nodes", "1,2,4", "--mode", "strong", "--batch-size", "32",
-           "--epochs", "1", "--study", study, "--timeout", "240", "--trace", "--network", "marenostrum4", "--", "--target-accuracy", "0.3"]
+           "--epochs", "1", "--study", study, "--timeout", str(int(scaled(240))), "--trace", "--network", "marenostrum4", "--", "--target-accuracy", "0.3"]
     proc = subprocess.run(cmd, env=env(), cwd=work, capture_output=True, text=True)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     check(proc.returncode == 0, "the study over 1, 2, 4 nodes ran and reported")
@@ -72,7 +72,7 @@ def main():
 
     failed = os.path.join(work, "failing")
     proc = subprocess.run([TOOL, "--job", JOB, "--data", shards, "--nodes", "1,2", "--epochs", "1", "--study", failed,
-                           "--timeout", "60", "--", "--no-such-option", "1"],
+                           "--timeout", str(int(scaled(60))), "--", "--no-such-option", "1"],
                           env=env(), cwd=work, capture_output=True, text=True)
     print(proc.stdout[-2000:], proc.stderr[-2000:])
     check(proc.returncode == 1, "a study whose jobs fail exits 1")
@@ -91,7 +91,7 @@ def check_refused_before_submitting(work, shards):
                            (["--nodes", "8"], "--nodes asks for 8 nodes, but partition main has 4")):
         args = [TOOL, "--job", JOB, "--data", shards, "--nodes", "1", "--epochs", "1",
                 "--study", os.path.join(work, "refused")] + extra
-        proc = subprocess.run(args, env=env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(args, env=env(), cwd=ROOT, capture_output=True, text=True, timeout=scaled(60))
         print(proc.stderr.strip())
         check(proc.returncode == 2 and message in proc.stderr, f"refused before submitting: {message}")
     after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout

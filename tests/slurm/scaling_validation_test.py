@@ -17,6 +17,11 @@ LINK = "20mbit"
 
 
 def main():
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < 2:
+        print(f"slurm_scaling_validation: skipped: {cpus} CPU here; the 2-node cluster needs one CPU per node, "
+              "else the nodes share it and the study measures oversubscription, not the link", flush=True)
+        raise SystemExit(77)
     work = work_dir("scaling-validation")
     env = dict(os.environ)
     # its own cluster beside the fixture's: own state directory and ports (so own namespaces, bridge, subnet)

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import e2e_common  # noqa: E402  (fmnist_subset, check)
 
 check = e2e_common.check
+scaled = e2e_common.scaled
 
 
 def build_dir():
@@ -49,7 +50,9 @@ def submit(args, environment, cwd):
 
 
 def wait(job_ids, timeout):
-    """Waits until none of the jobs is queued or running; cancels them on timeout (fails)."""
+    """Waits until none of the jobs is queued or running; cancels them after timeout s (stretched by
+    NOSTRUM_TEST_TIME_SCALE) and fails."""
+    timeout = scaled(timeout)
     deadline = time.time() + timeout
     while time.time() < deadline:
         out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)],
@@ -158,9 +161,31 @@ def rank_pids(job_id, rank, restart_count):
     return found
 
 
+def live_output(run_dir, rank=0):
+    """What rank `rank` of the running attempt has written so far (mpirun's ranks/1/rank.N/), or ''."""
+    text = ""
+    for name in ("stdout", "stderr"):
+        try:
+            text += read(os.path.join(run_dir, "ranks", "1", f"rank.{rank}", name))
+        except OSError:
+            pass
+    return text
+
+
+# The line rank 0 prints when --debug-hold-at-step holds the ranks (until a stop signal)
+HELD = "debug: holding before run step "
+
+
+def wait_for_hold(job, run_dir, out, what="the ranks held by --debug-hold-at-step", marker=HELD, timeout=150):
+    """Waits until rank 0 says the ranks are held (--debug-hold-at-step or --debug-hold-at-end)."""
+    wait_for(what, lambda: marker in live_output(run_dir), timeout, lambda: job_report(job, out))
+
+
 def wait_for(what, predicate, timeout, diagnose=None):
     """Polls predicate() until it returns something true; fails naming `what` after timeout s
-    (after printing diagnose(), when given: what the cluster and the job say)."""
+    (after printing diagnose(), when given: what the cluster and the job say); timeout stretched by
+    NOSTRUM_TEST_TIME_SCALE."""
+    timeout = scaled(timeout)
     deadline = time.time() + timeout
     while time.time() < deadline:
         value = predicate()

@@ -239,6 +239,8 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.bucket_floats = {250000, 62500, 15254};
   r.rank_cores = 2;
   r.overlap = true;
+  r.onednn_version = "2.6.3";
+  r.onednn_isa = "avx512_core_bf16";
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
@@ -257,6 +259,8 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.rank_cores == 2);
   CHECK(back.overlap);
   CHECK(back.precision == "bf16");
+  CHECK(back.onednn_version == "2.6.3");
+  CHECK(back.onednn_isa == "avx512_core_bf16");
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
   CHECK(text.find("\"steps\": 7500,") != std::string::npos);      // the JSON keys readers use

@@ -1,11 +1,13 @@
 // nostrum-conv-bench: times every distinct convolution of ResNet-50 or resnet8 (forward,
-// backward-data, backward-weights) in fp32 or bf16 (--precision), an SGEMM ceiling probe and,
-// where the CPU has AVX512_BF16, the bf16 ceiling probes (vdpbf16ps in registers; the bf16 GEMM
-// on 2048^3); prints a table and one JSON line per conv.
+// backward-data, backward-weights) in fp32 or bf16 (--precision), nostrum's own kernels and, with
+// --onednn, oneDNN's primitives interleaved conv by conv; an SGEMM ceiling probe and, where the CPU
+// has AVX512_BF16, the bf16 ceiling probes (vdpbf16ps in registers; the bf16 GEMM on 2048^3);
+// prints a table and one JSON line per conv and kernel.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/onednn_conv.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
@@ -68,7 +71,8 @@ struct Options {
   int image = 0, batch = 32, repeats = 3;  // image 0: the model's (224, 28)
   std::string only;                        // substring of the conv name
   bool list = false, ceiling = true;
-  size_t budget = 0;  // im2col tile buffer in floats (0: the library default)
+  bool onednn = false;  // oneDNN's primitives too, after nostrum's modes for each conv
+  size_t budget = 0;    // im2col tile buffer in floats (0: the library default)
   std::vector<nostrum::layers::ConvThreading> threadings = {nostrum::layers::ConvThreading::kAuto};
   std::vector<nostrum::layers::ConvAlgorithm> algorithms = {nostrum::layers::ConvAlgorithm::kAuto};
   nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
@@ -138,6 +142,8 @@ Options parse(int argc, char** argv) {
       o.list = true;
     else if (a == "--no-ceiling")
       o.ceiling = false;
+    else if (a == "--onednn")
+      o.onednn = true;
     else if (a == "--budget")
       o.budget = std::stoul(value());
     else if (a == "--precision")
@@ -152,13 +158,15 @@ Options parse(int argc, char** argv) {
           "[--repeats 3] "
           "[--threading auto|shared|per-thread|all] [--algorithm auto|gemm|direct|all] "
           "[--budget FLOATS] [--only NAME-SUBSTRING] [--list] [--no-ceiling] "
-          "[--precision fp32|bf16] [--clock wall|cpu]\n"
+          "[--precision fp32|bf16] [--clock wall|cpu] [--onednn]\n"
           "  --threading: of the GEMM path; --algorithm: direct AVX-512 kernels or GEMMs (all: "
           "interleaved per conv)\n"
           "  --list prints each conv's geometry as JSON and exits; --no-ceiling skips the "
           "SGEMM and bf16 probes\n"
           "  --precision bf16: the convs on the vdpbf16ps GEMM (needs AVX512_BF16); percentages "
-          "then of the bf16 dot-product probe\n");
+          "then of the bf16 dot-product probe\n"
+          "  --onednn: oneDNN's primitives too, each conv right after nostrum's modes (same load), "
+          "reorders in and out of nostrum's layouts included; prints the time ratios\n");
       std::exit(0);
     } else {
       throw nostrum::OptionError("unknown option", a, "see --help");
@@ -289,27 +297,52 @@ int main(int argc, char** argv) try {
   const double ceiling = bf16 ? bf16_dot : sgemm;
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
   std::printf(
-      "# nostrum-conv-bench: threads %d, openblas core %s, SGEMM 2048^3 %.1f GFLOP/s, BF16-DOT "
-      "%.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT (%s) %.1f GFLOP/s, precision %s, "
-      "%s\n",
-      omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(), sgemm, bf16_dot, bf16_gemm,
+      "# nostrum-conv-bench: threads %d, openblas core %s, oneDNN %s (%s), SGEMM 2048^3 %.1f "
+      "GFLOP/s, BF16-DOT %.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT (%s) %.1f "
+      "GFLOP/s, precision %s, %s\n",
+      omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(),
+      nostrum::kernels::onednn_library().version.c_str(),
+      nostrum::kernels::onednn_library().isa.c_str(), sgemm, bf16_dot, bf16_gemm,
       nostrum::kernels::fp32_fma_probe_isa(), fma_dot,
       nostrum::kernels::precision_name(opt.precision), nostrum::cpu_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
               "conv", "threading/algorithm", "n", "fwd", "bwd-d", "bwd-w", "fwd%", "bwd-d%",
               "bwd-w%");
   double total_flops = 0.0, total_seconds = 0.0;
+  // Per pass, the step's seconds of nostrum's first mode and of oneDNN (--onednn).
+  double nostrum_pass[3] = {0, 0, 0}, onednn_pass[3] = {0, 0, 0};
+  double faster_pass[3] = {0, 0, 0};  // the faster of the two, conv by conv
+  int onednn_wins[3] = {0, 0, 0}, compared = 0;
+  double first_mode[3] = {0, 0, 0};  // this conv's nostrum times (fwd, bwd-d, bwd-w)
+  std::vector<unsigned char> workspace;
+  auto report = [&](const nostrum::bench::NamedConv& c, const std::string& threading,
+                    const std::string& algorithm, double fwd, double bwd_d, double bwd_w,
+                    const std::string& impl) {
+    const double gf = c.geometry.forward_flops() * 1e-9;
+    std::printf("  %-36s %-18s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
+                c.name.c_str(), (threading + "/" + algorithm).c_str(), c.count, gf / fwd,
+                gf / bwd_d, gf / bwd_w, pct(gf / fwd), pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3,
+                bwd_d * 1e3, bwd_w * 1e3);
+    std::printf(
+        "{\"conv\": \"%s\", \"threading\": \"%s\", \"algorithm\": \"%s\", \"count\": %d, "
+        "\"threads\": %d, \"gflop\": %.4f, "
+        "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
+        "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"precision\": \"%s\", "
+        "\"bf16_dot_gflops\": %.2f%s}\n",
+        c.name.c_str(), threading.c_str(), algorithm.c_str(), c.count, omp_get_max_threads(), gf,
+        gf / fwd, gf / bwd_d, gf / bwd_w, sgemm, nostrum::kernels::precision_name(opt.precision),
+        bf16_dot, impl.c_str());
+  };
   for (const auto& c : convs) {
     if (!opt.only.empty() && c.name.find(opt.only) == std::string::npos) continue;
     const auto& g = c.geometry;
     const double flops = g.forward_flops();
+    const bool stem = g.C <= 4;  // the stem needs no input gradient
     bool first = true;
     for (const auto threading : opt.threadings)
       for (const auto algorithm : opt.algorithms) {
         conv_options.threading = threading;
         conv_options.algorithm = algorithm;
-        const std::string mode =
-            std::string(name_of(kThreadings, threading)) + "/" + name_of(kAlgorithms, algorithm);
         const double fwd = best_seconds(opt.repeats, [&] {
           nostrum::layers::conv2d_forward(out, in, weight, g, scratch, conv_options);
         });
@@ -319,32 +352,79 @@ int main(int argc, char** argv) try {
         const double bwd_d = best_seconds(opt.repeats, [&] {
           nostrum::layers::conv2d_backward_data(d_in, d_out, weight, g, scratch, conv_options);
         });
-        const double gf = flops * 1e-9;
-        std::printf("  %-36s %-18s %3d %8.1f %8.1f %8.1f  %5.0f %5.0f %5.0f   %.1f %.1f %.1f ms\n",
-                    c.name.c_str(), mode.c_str(), c.count, gf / fwd, gf / bwd_d, gf / bwd_w,
-                    pct(gf / fwd), pct(gf / bwd_d), pct(gf / bwd_w), fwd * 1e3, bwd_d * 1e3,
-                    bwd_w * 1e3);
-        std::printf(
-            "{\"conv\": \"%s\", \"threading\": \"%s\", \"algorithm\": \"%s\", \"count\": %d, "
-            "\"threads\": %d, \"gflop\": %.4f, "
-            "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
-            "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"precision\": \"%s\", "
-            "\"bf16_dot_gflops\": %.2f}\n",
-            c.name.c_str(), name_of(kThreadings, threading), name_of(kAlgorithms, algorithm),
-            c.count, omp_get_max_threads(), gf, gf / fwd, gf / bwd_d, gf / bwd_w, sgemm,
-            nostrum::kernels::precision_name(opt.precision), bf16_dot);
+        report(c, name_of(kThreadings, threading), name_of(kAlgorithms, algorithm), fwd, bwd_d,
+               bwd_w, "");
         if (!first) continue;  // totals of the first mode
         first = false;
-        const bool stem = g.C <= 4;  // the stem needs no input gradient
         total_flops += c.count * flops * (stem ? 2 : 3);
         total_seconds += c.count * (fwd + bwd_w + (stem ? 0.0 : bwd_d));
+        nostrum_pass[0] += c.count * fwd, nostrum_pass[1] += stem ? 0 : c.count * bwd_d;
+        nostrum_pass[2] += c.count * bwd_w;
+        first_mode[0] = fwd, first_mode[1] = bwd_d, first_mode[2] = bwd_w;
       }
+    if (!opt.onednn) continue;
+    // oneDNN: the three primitives created once (not timed), then timed like nostrum's modes.
+    using nostrum::kernels::OnednnConv;
+    using nostrum::kernels::OnednnPass;
+    OnednnConv forward(g, OnednnPass::kForward, opt.precision),
+        backward_data(g, OnednnPass::kBackwardData, opt.precision),
+        backward_weights(g, OnednnPass::kBackwardWeights, opt.precision);
+    workspace.resize(std::max({forward.workspace_bytes(), backward_data.workspace_bytes(),
+                               backward_weights.workspace_bytes()}) +
+                     64);
+    void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
+    const double fwd = best_seconds(opt.repeats, [&] { forward.forward(out, in, weight, ws); });
+    const double bwd_w = best_seconds(
+        opt.repeats, [&] { backward_weights.backward_weights(d_weight, d_out, in, ws); });
+    const double bwd_d = best_seconds(
+        opt.repeats, [&] { backward_data.backward_data(d_in, d_out, weight, false, ws); });
+    const std::string impl = ", \"onednn_impl\": [\"" + forward.implementation() + "\", \"" +
+                             backward_data.implementation() + "\", \"" +
+                             backward_weights.implementation() + "\"]";
+    report(c, "onednn", "onednn", fwd, bwd_d, bwd_w, impl);
+    std::printf("    oneDNN %s | %s | %s; workspace %.1f / %.1f / %.1f MB\n",
+                forward.implementation().c_str(), backward_data.implementation().c_str(),
+                backward_weights.implementation().c_str(), forward.workspace_bytes() / 1e6,
+                backward_data.workspace_bytes() / 1e6, backward_weights.workspace_bytes() / 1e6);
+    onednn_pass[0] += c.count * fwd, onednn_pass[1] += stem ? 0 : c.count * bwd_d;
+    onednn_pass[2] += c.count * bwd_w;
+    const double mine[3] = {fwd, bwd_d, bwd_w};
+    ++compared;
+    for (int p = 0; p < 3; ++p) {
+      if (p == 1 && stem) continue;
+      faster_pass[p] += c.count * std::min(first_mode[p], mine[p]);
+      onednn_wins[p] += mine[p] < first_mode[p];
+    }
   }
   std::printf(
       "# all convs of one training step: %.1f GFLOP in %.3f s = %.1f GFLOP/s (%.0f %% of "
       "the ceiling)\n",
       total_flops * 1e-9, total_seconds, total_flops * 1e-9 / total_seconds,
       pct(total_flops * 1e-9 / total_seconds));
+  if (opt.onednn) {
+    const double nostrum_total = nostrum_pass[0] + nostrum_pass[1] + nostrum_pass[2];
+    const double onednn_total = onednn_pass[0] + onednn_pass[1] + onednn_pass[2];
+    std::printf(
+        "# step seconds, nostrum (first mode) / oneDNN: forward %.3f / %.3f, backward-data %.3f / "
+        "%.3f, backward-weights %.3f / %.3f, all %.3f / %.3f (oneDNN/nostrum time %.2f)\n",
+        nostrum_pass[0], onednn_pass[0], nostrum_pass[1], onednn_pass[1], nostrum_pass[2],
+        onednn_pass[2], nostrum_total, onednn_total, onednn_total / nostrum_total);
+    const double faster_total = faster_pass[0] + faster_pass[1] + faster_pass[2];
+    std::printf(
+        "# the faster of the two conv by conv: forward %.3f, backward-data %.3f, backward-weights "
+        "%.3f, all %.3f s (%.2f of nostrum's time); oneDNN faster on %d / %d / %d of %d convs\n",
+        faster_pass[0], faster_pass[1], faster_pass[2], faster_total, faster_total / nostrum_total,
+        onednn_wins[0], onednn_wins[1], onednn_wins[2], compared);
+    std::printf(
+        "{\"summary\": \"step\", \"threads\": %d, \"precision\": \"%s\", \"onednn\": \"%s\", "
+        "\"onednn_isa\": \"%s\", \"nostrum_s\": [%.4f, %.4f, %.4f], \"onednn_s\": [%.4f, %.4f, "
+        "%.4f], \"faster_s\": [%.4f, %.4f, %.4f]}\n",
+        omp_get_max_threads(), nostrum::kernels::precision_name(opt.precision),
+        nostrum::kernels::onednn_library().version.c_str(),
+        nostrum::kernels::onednn_library().isa.c_str(), nostrum_pass[0], nostrum_pass[1],
+        nostrum_pass[2], onednn_pass[0], onednn_pass[1], onednn_pass[2], faster_pass[0],
+        faster_pass[1], faster_pass[2]);
+  }
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-conv-bench: %s\n", e.what());  // what() names where and the hint

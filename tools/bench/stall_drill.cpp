@@ -3,7 +3,9 @@
 // GradientAllreducer (communication thread, overlap), and waits in finish_step under the watchdog.
 // Prints "rank R pid P" at start and "step S" on rank 0, so a test can SIGSTOP or SIGKILL a rank by
 // pid;
-// --hang-rank/--hang-at-step makes one rank's main thread hang (stuck in I/O: heartbeats go on).
+// --hang-rank/--hang-at-step makes one rank's main thread hang (stuck in I/O: heartbeats go on);
+// --hold-at-step/--hold-file holds every rank before that step until the file exists (rank 0
+// prints "holding at step S"), so a test can act on a run that cannot have ended yet.
 // Ends with "steps/s X" (rank 0) for the cost comparison with --stall-timeout 0 (watchdog off).
 #include <mpi.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,7 +27,8 @@
 using namespace nostrum;
 
 int main(int argc, char** argv) {
-  int steps = 100, compute_ms = 20, hang_rank = -1, hang_at = -1;
+  int steps = 100, compute_ms = 20, hang_rank = -1, hang_at = -1, hold_at = -1;
+  std::string hold_file;
   double timeout = 10.0;
   size_t floats = size_t{1} << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -42,6 +46,10 @@ int main(int argc, char** argv) {
       hang_rank = std::atoi(v);
     else if (a == "--hang-at-step")
       hang_at = std::atoi(v);
+    else if (a == "--hold-at-step")
+      hold_at = std::atoi(v);
+    else if (a == "--hold-file")
+      hold_file = v;
     else {
       std::fprintf(stderr, "nostrum-stall-drill: unknown option %s\n", a.c_str());
       return 1;
@@ -69,6 +77,14 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) {
       std::printf("step %d\n", s);
       std::fflush(stdout);
+    }
+    if (s == hold_at && !hold_file.empty()) {  // every rank, outside any collective
+      if (world.rank() == 0) {
+        std::printf("holding at step %d\n", s);
+        std::fflush(stdout);
+      }
+      while (!std::filesystem::exists(hold_file))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (world.rank() == hang_rank && s == hang_at)
       std::this_thread::sleep_for(std::chrono::hours(1));  // stuck in I/O: only this thread

@@ -1,0 +1,80 @@
+// oneDNN's convolution primitives (Debian's libdnnl, 2.x) on nostrum's layouts: activations and
+// their gradients NHWC fp32, weights (K, C, R, S) fp32. No oneDNN type appears outside
+// src/kernels/onednn.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nostrum/kernels/precision.hpp"
+#include "nostrum/kernels/window.hpp"
+
+namespace nostrum::kernels {
+
+// The oneDNN that runs: its version ("2.6.3") and the instruction set it dispatches to
+// ("avx512_core_bf16", "avx512_core_amx", "avx2", ...: the CPU's best within DNNL_MAX_CPU_ISA).
+// nostrum's CPU features table is initialised first, so an ISA cap it sets applies.
+struct OnednnLibrary {
+  std::string version;
+  std::string isa;
+};
+const OnednnLibrary& onednn_library();
+
+// Whether oneDNN's bf16 convolutions run on bf16 instructions here (AVX512_BF16 or AMX, within the
+// cap), not emulated in fp32.
+bool onednn_bf16_native();
+
+// The three passes of a convolution.
+enum class OnednnPass { kForward, kBackwardData, kBackwardWeights };
+const char* onednn_pass_name(OnednnPass pass);  // "forward" | "backward-data" | "backward-weights"
+
+// One pass of one convolution geometry at one precision: the primitive, the weights' layout it
+// chose and the reorders into and out of nostrum's layouts are created once, here; a call runs the
+// reorders and the primitive and allocates nothing. Its working memory (oneDNN's scratchpad in
+// user mode, the weights in the primitive's layout, the bf16 copies of the operands, ...) is the
+// caller's workspace: nothing in it survives from one call to the next, so conv layers share one.
+// bf16: the operands (input, weights, output gradient) are rounded to bf16 by the pass's own
+// reorders (nearest even), the results (out, d_in, d_weight) come back fp32, summed in fp32. Runs
+// on the OpenMP pool at omp_get_max_threads(); oneDNN fixes its work split when a primitive is
+// created, so a call at another thread count creates the primitive again (once per change; should
+// the new one need more workspace than workspace_bytes() said, it uses memory of its own). Not for
+// concurrent calls on one object.
+class OnednnConv {
+ public:
+  // ShapeError for an impossible geometry; OptionError for bf16 where onednn_bf16_native() is
+  // false; Error naming the pass and geometry should oneDNN refuse it. workspace_limit: the most
+  // the caller's workspace can hold; a primitive needing more uses memory of its own, allocated
+  // here (workspace_bytes() is then 0).
+  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+             size_t workspace_limit = SIZE_MAX);
+  ~OnednnConv();
+  OnednnConv(OnednnConv&&) noexcept;
+  OnednnConv& operator=(OnednnConv&&) noexcept;
+
+  // Bytes of workspace a call needs (64-byte aligned; 0 allowed, then workspace may be null).
+  size_t workspace_bytes() const;
+
+  // kForward: out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
+  void forward(float* out, const float* in, const float* weight, void* workspace);
+  // kBackwardData: d_in (N,H,W,C) = the input gradient from d_out (N,P,Q,K) and weight, or
+  // d_in += it when accumulate (oneDNN 2.x has no sum post-op here: the gradient goes to the
+  // workspace and is added).
+  void backward_data(float* d_in, const float* d_out, const float* weight, bool accumulate,
+                     void* workspace);
+  // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
+  void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace);
+
+  // The implementation oneDNN chose for the convolution, e.g. "brgconv:avx512_core_bf16";
+  // "ref:any" is its slow reference code.
+  std::string implementation() const;
+  OnednnPass pass() const;
+  const ConvGeometry& geometry() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,466 @@
+// OnednnConv: one convolution pass as oneDNN 2.x primitives on nostrum's NHWC fp32 activations and
+// (K, C, R, S) fp32 weights; the primitive's own weight layout (format "any") and every reorder in
+// and out of it created once; their working memory (scratchpad in user mode) laid out in the
+// caller's workspace.
+#include "nostrum/kernels/onednn_conv.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <dnnl.hpp>
+#include <optional>
+
+#include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/error.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Type = memory::data_type;
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::all:
+      return "all";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+  }
+  return "isa " + std::to_string(unsigned(isa));  // one newer than this list
+}
+
+// The process's CPU engine and stream (oneDNN's CPU stream runs each primitive to completion on
+// the calling thread's OpenMP pool). The CPU table first: it may set DNNL_MAX_CPU_ISA.
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine = [] {
+    (void)cpu_features();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return engine;
+}
+dnnl::stream& cpu_stream() {
+  static dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// Backward-data accumulating adds its gradient into d_in through a buffer of at most this many
+// bytes (a chunk of whole images; one image at least).
+constexpr size_t kSumBudgetBytes = size_t(16) << 20;
+
+std::string describe(const ConvGeometry& g) {
+  return "oneDNN conv N=" + std::to_string(g.N) + " H=" + std::to_string(g.H) +
+         " W=" + std::to_string(g.W) + " C=" + std::to_string(g.C) + " K=" + std::to_string(g.K) +
+         " R=" + std::to_string(g.R) + " S=" + std::to_string(g.S) +
+         " stride=" + std::to_string(g.stride) + " pad=" + std::to_string(g.pad);
+}
+
+// A 64-byte aligned block of bytes, owned.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes) : bytes_(bytes) {
+    if (bytes) {
+      data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      NOSTRUM_CHECK(data_ != nullptr, Error, "oneDNN conv: out of memory for a buffer",
+                    std::to_string(bytes) + " bytes");
+    }
+  }
+  ~Buffer() { std::free(data_); }
+  Buffer(Buffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) {
+    o.data_ = nullptr, o.bytes_ = 0;
+  }
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(data_, o.data_), std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A reorder between two layouts (or fp32 <-> bf16), its scratchpad in user mode.
+struct Reorder {
+  dnnl::reorder primitive;
+  size_t scratch_bytes = 0;
+};
+Reorder make_reorder(const memory::desc& from, const memory::desc& to) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, attr);
+  return {dnnl::reorder(pd), pd.scratchpad_desc().get_size()};
+}
+
+}  // namespace
+
+const OnednnLibrary& onednn_library() {
+  static const OnednnLibrary library = [] {
+    (void)cpu_engine();  // the CPU table, then oneDNN
+    const dnnl_version_t* v = dnnl_version();
+    OnednnLibrary l;
+    l.version =
+        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    l.isa = isa_name(dnnl::get_effective_cpu_isa());
+    return l;
+  }();
+  return library;
+}
+
+bool onednn_bf16_native() {
+  (void)onednn_library();
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return cpu_features().avx512_bf16 &&
+         (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx);
+}
+
+const char* onednn_pass_name(OnednnPass pass) {
+  switch (pass) {
+    case OnednnPass::kForward:
+      return "forward";
+    case OnednnPass::kBackwardData:
+      return "backward-data";
+    case OnednnPass::kBackwardWeights:
+      return "backward-weights";
+  }
+  return "?";
+}
+
+struct OnednnConv::Impl {
+  ConvGeometry g;
+  OnednnPass pass;
+  Precision precision;
+  int threads = 0;  // the pool size the primitives were created for
+
+  dnnl::primitive conv;
+  std::string implementation;
+  // nostrum's layouts, fp32: the input side (N,C,H,W as NHWC), the output side (N,K,P,Q as NHWC),
+  // the weights (K,C,R,S).
+  memory::desc in_md, out_md, weight_md;
+  // Reorders into the primitive's operands (absent where the layout already matches): the weights
+  // to the primitive's layout (and bf16), the input or the output gradient to bf16; and out of it:
+  // the weight gradient to (K,C,R,S).
+  std::optional<Reorder> weight_in, activation_in, gradient_in, weight_gradient_out;
+  // The primitive's operands that live in the workspace, each at its offset there (bytes, 64-byte
+  // aligned); handles set per call.
+  struct Region {
+    memory m;
+    size_t offset = 0;
+  };
+  Region weights, activation, gradient, weight_gradient, sum, scratchpad;
+  // Backward-data accumulating: oneDNN 2.x has no sum post-op there, so the gradient of a chunk of
+  // `chunk` images goes to `sum` and is added into d_in, chunk by chunk (NHWC: a chunk of images
+  // is contiguous). chunk == N: the whole batch at once, on the pass's own primitive; otherwise
+  // on chunk_conv, the same convolution for `chunk` images on the same weight layout.
+  int chunk = 0;
+  dnnl::primitive chunk_conv;
+  memory chunk_diff_dst;    // a chunk's output gradient (fp32 or bf16), its handle set per chunk
+  size_t workspace = 0;     // bytes of the whole layout
+  size_t limit = SIZE_MAX;  // the most the caller's workspace holds
+  bool built = false;
+  size_t promised = 0;   // what workspace_bytes() reports (the first build's, if within the limit)
+  Buffer own_workspace;  // where the layout needs more than was promised
+
+  void build();
+  memory user(const memory::desc& md, const float* p) const {
+    return memory(md, cpu_engine(), const_cast<float*>(p));
+  }
+  Region region(const memory::desc& md) {
+    Region r{memory(md, cpu_engine(), DNNL_MEMORY_NONE), workspace};
+    workspace += (md.get_size() + 63) / 64 * 64;
+    return r;
+  }
+  // The workspace of this call: the caller's, or this object's own after a growing rebuild; every
+  // region's handle pointed into it.
+  void attach(void* given) {
+    if (omp_get_max_threads() != threads) build();
+    char* base = static_cast<char*>(own_workspace.bytes() ? own_workspace.data() : given);
+    NOSTRUM_CHECK(base != nullptr || workspace == 0, Error,
+                  "oneDNN conv called without its workspace", describe(g));
+    for (Region* r : {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad})
+      if (r->m) r->m.set_data_handle(base + r->offset);
+  }
+  void reorder(const std::optional<Reorder>& r, const memory& from, const memory& to) {
+    r->primitive.execute(
+        cpu_stream(),
+        {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad.m}});
+  }
+};
+
+void OnednnConv::Impl::build() {
+  threads = omp_get_max_threads();
+  const memory::dim N = g.N, C = g.C, H = g.H, W = g.W, K = g.K, R = g.R, S = g.S, P = g.P(),
+                    Q = g.Q();
+  // The right/bottom padding the last window needs (PyTorch's floor rule: may be below pad).
+  const memory::dims strides = {g.stride, g.stride}, pad_l = {g.pad, g.pad},
+                     pad_r = {(P - 1) * g.stride + R - H - g.pad,
+                              (Q - 1) * g.stride + S - W - g.pad};
+  in_md = memory::desc({N, C, H, W}, Type::f32, Tag::nhwc);
+  out_md = memory::desc({N, K, P, Q}, Type::f32, Tag::nhwc);
+  weight_md = memory::desc({K, C, R, S}, Type::f32, Tag::oihw);
+  const Type operand = precision == Precision::kBf16 ? Type::bf16 : Type::f32;
+  const memory::desc in_op({N, C, H, W}, operand, Tag::nhwc),
+      out_op({N, K, P, Q}, operand, Tag::nhwc), weight_any({K, C, R, S}, operand, Tag::any),
+      weight_gradient_any({K, C, R, S}, Type::f32, Tag::any);
+  const auto algorithm = dnnl::algorithm::convolution_direct;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+  // The forward descriptor: the primitive of kForward, the hint of the backward passes.
+  const dnnl::convolution_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm,
+                                                     in_op, weight_any, out_md, strides, pad_l,
+                                                     pad_r);
+  const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, attr, cpu_engine());
+  size_t scratch = 0;
+  weight_in.reset(), activation_in.reset(), gradient_in.reset(), weight_gradient_out.reset();
+  weights = activation = gradient = weight_gradient = sum = scratchpad = Region();
+  workspace = 0;
+
+  // The weights in the primitive's layout; the reorder from (K,C,R,S) fp32 runs on every call
+  // (their values change every step) unless the layouts are the same.
+  auto prepare_weights = [&](const memory::desc& md) {
+    if (md == weight_md) return;  // the caller's weights as they are
+    weight_in = make_reorder(weight_md, md);
+    weights = region(md);
+    scratch = std::max(scratch, weight_in->scratch_bytes);
+  };
+  // bf16 operands: the caller's fp32 tensor rounded into an NHWC bf16 copy.
+  auto prepare_rounded = [&](const memory::desc& fp32, const memory::desc& md,
+                             std::optional<Reorder>& r, Region& copy) {
+    if (precision != Precision::kBf16) return;
+    r = make_reorder(fp32, md);
+    copy = region(md);
+    scratch = std::max(scratch, r->scratch_bytes);
+  };
+
+  switch (pass) {
+    case OnednnPass::kForward: {
+      conv = dnnl::convolution_forward(forward_pd);
+      implementation = forward_pd.impl_info_str();
+      scratch = std::max(scratch, forward_pd.scratchpad_desc().get_size());
+      prepare_weights(forward_pd.weights_desc());
+      prepare_rounded(in_md, forward_pd.src_desc(), activation_in, activation);
+      break;
+    }
+    case OnednnPass::kBackwardData: {
+      const dnnl::convolution_backward_data::desc desc(algorithm, in_md, weight_any, out_op,
+                                                       strides, pad_l, pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, cpu_engine(),
+                                                               forward_pd);
+      conv = dnnl::convolution_backward_data(pd);
+      implementation = pd.impl_info_str();
+      scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+      prepare_weights(pd.weights_desc());
+      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient);
+      // The chunk: the most images dividing N whose fp32 gradient fits kSumBudgetBytes.
+      const size_t image_bytes = size_t(C) * H * W * sizeof(float);
+      chunk = 1;
+      for (int d = g.N; d >= 1; --d)
+        if (g.N % d == 0 && size_t(d) * image_bytes <= kSumBudgetBytes) {
+          chunk = d;
+          break;
+        }
+      chunk_conv = dnnl::primitive();
+      if (chunk < g.N) {
+        const memory::desc chunk_in({chunk, C, H, W}, Type::f32, Tag::nhwc),
+            chunk_out({chunk, K, P, Q}, operand, Tag::nhwc);
+        const dnnl::convolution_forward::desc chunk_forward(
+            dnnl::prop_kind::forward_training, algorithm,
+            memory::desc({chunk, C, H, W}, operand, Tag::nhwc), pd.weights_desc(),
+            memory::desc({chunk, K, P, Q}, Type::f32, Tag::nhwc), strides, pad_l, pad_r);
+        const dnnl::convolution_backward_data::desc chunk_desc(
+            algorithm, chunk_in, pd.weights_desc(), chunk_out, strides, pad_l, pad_r);
+        try {
+          const dnnl::convolution_backward_data::primitive_desc chunk_pd(
+              chunk_desc, attr, cpu_engine(),
+              dnnl::convolution_forward::primitive_desc(chunk_forward, attr, cpu_engine()));
+          chunk_conv = dnnl::convolution_backward_data(chunk_pd);
+          scratch = std::max(scratch, chunk_pd.scratchpad_desc().get_size());
+          chunk_diff_dst = memory(chunk_out, cpu_engine(), DNNL_MEMORY_NONE);
+          sum = region(chunk_in);
+        } catch (const dnnl::error&) {
+          chunk = g.N;  // not on this weight layout: the whole batch at once
+        }
+      }
+      if (chunk == g.N) sum = region(in_md);
+      break;
+    }
+    case OnednnPass::kBackwardWeights: {
+      const dnnl::convolution_backward_weights::desc desc(algorithm, in_op, weight_gradient_any,
+                                                          out_op, strides, pad_l, pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, cpu_engine(),
+                                                                  forward_pd);
+      conv = dnnl::convolution_backward_weights(pd);
+      implementation = pd.impl_info_str();
+      scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+      prepare_rounded(in_md, pd.src_desc(), activation_in, activation);
+      prepare_rounded(out_md, pd.diff_dst_desc(), gradient_in, gradient);
+      if (pd.diff_weights_desc() != weight_md) {
+        weight_gradient_out = make_reorder(pd.diff_weights_desc(), weight_md);
+        weight_gradient = region(pd.diff_weights_desc());
+        scratch = std::max(scratch, weight_gradient_out->scratch_bytes);
+      }
+      break;
+    }
+  }
+  // One scratchpad for the convolution and its reorders: they run one after the other.
+  scratchpad = region(memory::desc({memory::dim(std::max<size_t>(scratch, 1))}, Type::u8, Tag::x));
+  if (!built) promised = workspace <= limit ? workspace : 0, built = true;
+  own_workspace = workspace > promised ? Buffer(workspace) : Buffer();
+}
+
+OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+                       size_t workspace_limit)
+    : impl_(std::make_unique<Impl>()) {
+  NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
+                    g.stride > 0 && g.pad >= 0 && g.P() > 0 && g.Q() > 0,
+                ShapeError, "conv sizes must be positive and the kernel fit the padded input",
+                describe(g));
+  if (precision == Precision::kBf16)
+    NOSTRUM_CHECK(onednn_bf16_native(), OptionError,
+                  "oneDNN bf16 convolutions need AVX512_BF16 or AMX (oneDNN dispatches to " +
+                      onednn_library().isa + ")",
+                  describe(g), "use fp32, or lift DNNL_MAX_CPU_ISA / NOSTRUM_MAX_ISA");
+  Impl& m = *impl_;
+  m.g = g, m.pass = pass, m.precision = precision, m.limit = workspace_limit;
+  try {
+    m.build();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("oneDNN could not create the ") + onednn_pass_name(pass) +
+                    " primitive: " + e.what(),
+                describe(g));
+  }
+}
+
+OnednnConv::~OnednnConv() = default;
+OnednnConv::OnednnConv(OnednnConv&&) noexcept = default;
+OnednnConv& OnednnConv::operator=(OnednnConv&&) noexcept = default;
+
+namespace {
+
+// dst[i] += add[i] on the pool.
+void add_into(float* dst, const float* add, int64_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
+}
+
+void require_pass(OnednnPass have, OnednnPass want, const char* call, const ConvGeometry& g) {
+  NOSTRUM_CHECK(have == want, Error,
+                std::string("OnednnConv::") + call + " on a " + onednn_pass_name(have) + " object",
+                describe(g));
+}
+
+}  // namespace
+
+void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace) {
+  Impl& m = *impl_;
+  require_pass(m.pass, OnednnPass::kForward, "forward", m.g);
+  m.attach(workspace);
+  const memory in_user = m.user(m.in_md, in), weight_user = m.user(m.weight_md, weight),
+               out_user = m.user(m.out_md, out);
+  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
+  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
+  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
+                                {DNNL_ARG_WEIGHTS, m.weight_in ? m.weights.m : weight_user},
+                                {DNNL_ARG_DST, out_user},
+                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+  cpu_stream().wait();
+}
+
+void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
+                               bool accumulate, void* workspace) {
+  Impl& m = *impl_;
+  require_pass(m.pass, OnednnPass::kBackwardData, "backward_data", m.g);
+  m.attach(workspace);
+  const memory d_out_user = m.user(m.out_md, d_out), weight_user = m.user(m.weight_md, weight),
+               d_in_user = m.user(m.in_md, d_in);
+  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
+  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
+  const memory& diff_dst = m.gradient_in ? m.gradient.m : d_out_user;
+  const memory& weights = m.weight_in ? m.weights.m : weight_user;
+  if (!accumulate || m.chunk == m.g.N) {
+    m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
+                                  {DNNL_ARG_WEIGHTS, weights},
+                                  {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
+                                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    cpu_stream().wait();
+    if (accumulate)
+      add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
+               int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
+    return;
+  }
+  // Chunk by chunk: images [n, n + chunk) of d_out (fp32, or its bf16 copy) -> sum -> d_in.
+  const int64_t in_chunk = int64_t(m.chunk) * m.g.H * m.g.W * m.g.C;
+  const size_t out_chunk_bytes = size_t(m.chunk) * m.g.P() * m.g.Q() * m.g.K *
+                                 (m.precision == Precision::kBf16 ? 2 : sizeof(float));
+  char* diff_dst_base = static_cast<char*>(diff_dst.get_data_handle());
+  const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
+  for (int n = 0, i = 0; n < m.g.N; n += m.chunk, ++i) {
+    m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
+    m.chunk_conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, m.chunk_diff_dst},
+                                        {DNNL_ARG_WEIGHTS, weights},
+                                        {DNNL_ARG_DIFF_SRC, m.sum.m},
+                                        {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    cpu_stream().wait();
+    add_into(d_in + i * in_chunk, add, in_chunk);
+  }
+}
+
+void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in,
+                                  void* workspace) {
+  Impl& m = *impl_;
+  require_pass(m.pass, OnednnPass::kBackwardWeights, "backward_weights", m.g);
+  m.attach(workspace);
+  const memory d_out_user = m.user(m.out_md, d_out), in_user = m.user(m.in_md, in),
+               d_weight_user = m.user(m.weight_md, d_weight);
+  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
+  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
+  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
+                                {DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
+                                {DNNL_ARG_DIFF_WEIGHTS,
+                                 m.weight_gradient_out ? m.weight_gradient.m : d_weight_user},
+                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+  if (m.weight_gradient_out) m.reorder(m.weight_gradient_out, m.weight_gradient.m, d_weight_user);
+  cpu_stream().wait();
+}
+
+size_t OnednnConv::workspace_bytes() const {
+  return impl_->promised;
+}
+
+std::string OnednnConv::implementation() const {
+  return impl_->implementation;
+}
+
+OnednnPass OnednnConv::pass() const {
+  return impl_->pass;
+}
+
+const ConvGeometry& OnednnConv::geometry() const {
+  return impl_->g;
+}
+
+}  // namespace nostrum::kernels

@@ -1,0 +1,131 @@
+// oneDNN's fp32 convolution passes (kernels/onednn_conv.hpp) against the float64 reference on every
+// ResNet-50 and resnet8 convolution geometry and on odd shapes, at 1 and 2 threads; the library
+// report and the errors.
+#include <omp.h>
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "model_convs.hpp"
+#include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/onednn_candidates.hpp"
+#include "onednn_conv_check.hpp"
+
+using namespace onednn_check;
+
+namespace {
+
+// ResNet-50's convolutions at 64x64 (every channel count, kernel, stride and padding of the 224
+// network; fewer pixels keep the float64 reference fast) and resnet8's at 28x28x1, batch 2,
+// each distinct geometry once.
+std::vector<ConvGeometry> model_shapes() {
+  std::vector<ConvGeometry> all;
+  std::set<std::tuple<int, int, int, int, int, int, int>> seen;
+  auto add = [&](const std::vector<nostrum::bench::NamedConv>& convs) {
+    for (const auto& c : convs) {
+      const ConvGeometry& g = c.geometry;
+      if (seen.insert({g.H, g.W, g.C, g.K, g.R, g.stride, g.pad}).second) all.push_back(g);
+    }
+  };
+  add(nostrum::bench::resnet50_convs(64, 2));
+  add(nostrum::bench::cifar_resnet_convs(28, 1, 16, 1, 2));
+  return all;
+}
+
+void check_all(const std::vector<ConvGeometry>& shapes, uint32_t seed) {
+  const int saved = omp_get_max_threads();
+  std::mt19937 rng(seed);
+  for (const ConvGeometry& g : shapes) {
+    const Tensors t = random_tensors(g, rng);
+    const Reference ref(g, t);
+    for (int threads : {1, 2}) check_passes(g, t, ref, Precision::kFp32, threads);
+  }
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN fp32 conv: every ResNet-50 and resnet8 geometry, three passes, 1 and 2 threads",
+          "[onednn]") {
+  check_all(model_shapes(), 1);
+}
+
+TEST_CASE("oneDNN fp32 conv: odd shapes, three passes, 1 and 2 threads", "[onednn]") {
+  check_all(odd_shapes(), 2);
+}
+
+TEST_CASE("oneDNN conv: an object called at another thread count recreates its primitive",
+          "[onednn]") {
+  const int saved = omp_get_max_threads();
+  const ConvGeometry g = geometry(2, 12, 12, 32, 48, 3, 3, 1, 1);
+  std::mt19937 rng(3);
+  const Tensors t = random_tensors(g, rng);
+  const Reference ref(g, t);
+  omp_set_num_threads(2);
+  OnednnConv conv(g, OnednnPass::kBackwardWeights, Precision::kFp32);
+  Workspace ws(conv);
+  omp_set_num_threads(1);
+  auto d_weight = nan_filled(t.weight.size());
+  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data(), ws.data());
+  ws.require_guard("created at 2 threads, run at 1");
+  require_close(d_weight, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, Precision::kFp32,
+                nullptr, "created at 2 threads, run at 1");
+  omp_set_num_threads(2);
+  d_weight = nan_filled(t.weight.size());
+  conv.backward_weights(d_weight.data(), t.d_out.data(), t.in.data(), ws.data());
+  ws.require_guard("back at 2 threads");
+  require_close(d_weight, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, Precision::kFp32,
+                nullptr, "back at 2 threads");
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is refused",
+          "[onednn]") {
+  const auto& library = nostrum::kernels::onednn_library();
+  INFO("oneDNN " << library.version << " isa " << library.isa);
+  CHECK(library.version.rfind("2.", 0) == 0);
+  CHECK(!library.isa.empty());
+  const ConvGeometry g = geometry(1, 5, 5, 4, 4, 3, 3, 1, 1);
+  CHECK_THROWS_AS(
+      OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), OnednnPass::kForward, Precision::kFp32),
+      nostrum::ShapeError);
+  OnednnConv forward(g, OnednnPass::kForward, Precision::kFp32);
+  CHECK(forward.pass() == OnednnPass::kForward);
+  CHECK(forward.workspace_bytes() > 0);  // the weights in oneDNN's blocked layout at least
+  Workspace ws(forward);
+  std::vector<float> x(100), w(144), y(100);
+  CHECK_THROWS_WITH(forward.backward_data(x.data(), y.data(), w.data(), false, ws.data()),
+                    Catch::Contains("backward_data on a forward object"));
+  CHECK_THROWS_WITH(forward.forward(y.data(), x.data(), w.data(), nullptr),
+                    Catch::Contains("without its workspace"));
+}
+
+TEST_CASE("oneDNN conv: a primitive needing more than the workspace limit uses its own memory",
+          "[onednn]") {
+  const ConvGeometry g = geometry(2, 9, 8, 24, 40, 3, 3, 2, 1);
+  std::mt19937 rng(4);
+  const Tensors t = random_tensors(g, rng);
+  const Reference ref(g, t);
+  OnednnConv conv(g, OnednnPass::kBackwardData, Precision::kFp32, /*workspace_limit=*/0);
+  CHECK(conv.workspace_bytes() == 0);
+  auto d_in = nan_filled(t.in.size());
+  conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), false, nullptr);
+  require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kFp32, nullptr,
+                "own workspace");
+}
+
+TEST_CASE("oneDNN fp32 candidate: every pass prepared once, run at the batch and a partial one",
+          "[onednn]") {
+  const auto& candidate = nostrum::kernels::onednn_fp32_candidate();
+  CHECK(std::string(candidate.name()) == "onednn");
+  REQUIRE(candidate.available(nostrum::cpu_features()));
+  CHECK_FALSE(candidate.supports(Precision::kBf16));
+  check_candidate(candidate, Precision::kFp32);
+}
+
+TEST_CASE("oneDNN fp32 conv: backward-data accumulates a large batch chunk by chunk", "[onednn]") {
+  check_accumulate_in_chunks(Precision::kFp32);
+}
