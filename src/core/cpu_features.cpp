@@ -3,10 +3,10 @@
 // permission request.
 #include "nostrum/core/cpu_features.hpp"
 
-#include <cpuinfo_x86.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace nostrum {
@@ -17,6 +17,13 @@ const char* yes_no(bool b) {
   return b ? "yes" : "no";
 }
 
+// "0x0d4f" for (0xd4f, 4).
+std::string hex(int value, int digits) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%0*x", digits, value);
+  return text;
+}
+
 bool bf16_hidden_by_environment() {
   const char* off = std::getenv("NOSTRUM_CPU_NO_BF16");
   return off && *off && *off != '0';
@@ -24,8 +31,12 @@ bool bf16_hidden_by_environment() {
 
 // Linux (5.16+) traps the first use of AMX tile data unless the process asked for it.
 bool request_amx_tile_data() {
+#if defined(__x86_64__)
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;  // AMX is x86's
+#endif
 }
 
 // NOSTRUM_MAX_ISA (empty or unset: no cap) lowers f; oneDNN gets the same cap through
@@ -45,27 +56,7 @@ void apply_cap_from_environment(CpuFeatures& f) {
 
 }  // namespace
 
-CpuFeatures detect_cpu_features() {
-  const cpu_features::X86Info info = cpu_features::GetX86Info();
-  const cpu_features::X86Features& x = info.features;
-  CpuFeatures f;
-  f.vendor = info.vendor;
-  f.family = info.family;
-  f.model = info.model;
-  f.microarchitecture =
-      cpu_features::GetX86MicroarchitectureName(cpu_features::GetX86Microarchitecture(&info));
-  f.avx2 = x.avx2;
-  f.fma = x.fma3;
-  f.avx512f = x.avx512f;
-  f.avx512bw = x.avx512bw;
-  f.avx512vl = x.avx512vl;
-  f.avx512dq = x.avx512dq;
-  f.avx512cd = x.avx512cd;
-  f.avx512_bf16 = x.avx512_bf16;
-  f.amx_tile = x.amx_tile;
-  f.amx_bf16 = x.amx_bf16;
-  return f;
-}
+// detect_cpu_features(): cpu_features_x86_64.cpp or cpu_features_aarch64.cpp, by the target.
 
 Isa CpuFeatures::level() const {
   if (!(avx2 && fma)) return Isa::kBaseline;
@@ -76,6 +67,13 @@ Isa CpuFeatures::level() const {
 }
 
 std::string CpuFeatures::describe() const {
+  if (architecture == "aarch64") {
+    std::string s = "aarch64 " + vendor + " part " + hex(arm_part, 3);
+    if (!microarchitecture.empty()) s += " (" + microarchitecture + ")";
+    s += std::string(": asimd=") + yes_no(asimd) + " sve=" + yes_no(sve);
+    if (sve) s += " (" + std::to_string(sve_vector_bits) + "-bit)";
+    return s + " sve2=" + yes_no(sve2) + " bf16=" + yes_no(arm_bf16) + " i8mm=" + yes_no(arm_i8mm);
+  }
   std::string s = vendor + " family " + std::to_string(family) + " model " + std::to_string(model) +
                   " (" + microarchitecture + "): avx2=" + yes_no(avx2) + " fma=" + yes_no(fma) +
                   " avx512=" + yes_no(avx512()) + " avx512_bf16=" + yes_no(avx512_bf16) +

@@ -3,6 +3,7 @@
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_features_${NOSTRUM_ARCH}.cpp  # detection: x86_64 or aarch64
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/isa.cpp

@@ -67,6 +67,10 @@ bool bf16_available() {
 void require_bf16(const std::string& where) {
   const CpuFeatures& f = cpu_features();
   if (f.avx512_bf16) return;
+  if (f.architecture != "x86_64")
+    throw OptionError("bf16 precision is x86-64 only (its GEMM is AVX512_BF16 code); this " +
+                          f.architecture + " build runs fp32 (" + f.describe() + ")",
+                      where, "run with --precision fp32 (or auto)");
   throw OptionError(std::string("bf16 precision needs the CPU feature ") +
                         (f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW") +
                         ", which this CPU lacks (" + f.describe() + ")",

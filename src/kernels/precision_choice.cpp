@@ -62,6 +62,11 @@ double best_of_repeats(double (*probe)(int64_t)) {
 CeilingProbes measure_ceiling_probes() {
   CeilingProbes p;
   const CpuFeatures& f = cpu_features();
+  if (f.architecture != "x86_64") {  // the probes and the bf16 GEMM are x86 code
+    p.fp32_isa = "none";
+    p.no_bf16_path = f.architecture;
+    return p;
+  }
   p.fp32_isa = fp32_fma_probe_isa();
   p.fp32_gflops = best_of_repeats(fp32_fma_probe_gflops);
   if (f.avx512_bf16)
@@ -75,7 +80,12 @@ PrecisionChoice choose_precision(const CeilingProbes& probes, double min_speedup
   PrecisionChoice c;
   c.probes = probes;
   char text[256];
-  if (!probes.bf16_gflops) {
+  if (!probes.no_bf16_path.empty()) {
+    c.precision = Precision::kFp32;
+    std::snprintf(text, sizeof text,
+                  "nostrum has no bf16 path on %s (its bf16 GEMM is x86-64 AVX512_BF16 code)",
+                  probes.no_bf16_path.c_str());
+  } else if (!probes.bf16_gflops) {
     c.precision = Precision::kFp32;
     std::snprintf(text, sizeof text, "the CPU lacks %s", probes.bf16_missing.c_str());
   } else {
@@ -90,6 +100,9 @@ PrecisionChoice choose_precision(const CeilingProbes& probes, double min_speedup
 }
 
 std::string describe(const PrecisionChoice& c) {
+  if (!c.probes.no_bf16_path.empty())
+    return std::string("precision auto -> ") + precision_name(c.precision) + ": " + c.reason +
+           " (no probes run)";
   char bf16[64];
   if (c.probes.bf16_gflops)
     std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", *c.probes.bf16_gflops);

@@ -14,6 +14,13 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/im2col.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision_choice.cpp
 )
+# Targets other than x86-64 (aarch64) build without the x86 kernels below; x86_kernels_absent.cpp
+# holds their entry points, never reached (their CPU checks are false there) and aborting if they are.
+if(NOT NOSTRUM_ARCH STREQUAL "x86_64")
+  list(REMOVE_ITEM NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp)
+  list(APPEND NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86_kernels_absent.cpp)
+endif()
 # The AVX-512 kernels only: called after a run-time CPU check (direct_conv.cpp), never -march=native.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")

@@ -87,7 +87,7 @@ po::options_description model_options(TrainOptions& o, EnumText& text) {
      "zero-initialise the last BN gamma of every residual block")
     ("init-weights", po::value(&o.init_weights), "start from this HDF5 weights file")
     ("precision", po::value(&text.precision)->default_value(text.precision),
-     "fp32 | bf16 | auto: bf16 operands, fp32 sums in the convs and classifier (needs "
+     "fp32 | bf16 | auto: bf16 operands, fp32 sums in the convs and classifier (needs x86-64 "
      "AVX512_BF16); auto: bf16 where rank 0's bf16 register probe is >= 1.3x its fp32 one")
     ("conv-kernel", po::value(&o.conv_kernel)->default_value(o.conv_kernel),
      ("each conv pass's kernel. measure: rank 0 times every candidate that can run each layer "

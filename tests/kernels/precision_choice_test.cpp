@@ -1,5 +1,5 @@
 // `--precision auto`: the 1.3x rule on given probe numbers (boundary, missing bf16), the printed
-// line, and the live probes on this CPU against its /proc/cpuinfo flags.
+// line, and the live probes on this CPU against its /proc/cpuinfo flags (aarch64: fp32, no probes).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "isa_cap_env.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 
 using namespace nostrum::kernels;
@@ -22,6 +23,7 @@ CeilingProbes probes(double fp32, double bf16) {
   return p;
 }
 
+#if defined(__x86_64__)
 bool cpuinfo_has(const std::string& flag) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -30,6 +32,7 @@ bool cpuinfo_has(const std::string& flag) {
       return (line + " ").find(" " + flag + " ") != std::string::npos;
   return false;
 }
+#endif
 
 }  // namespace
 
@@ -63,6 +66,7 @@ TEST_CASE("precision auto prints both probe numbers and the ratio") {
   CHECK(line.find("bf16 vdpbf16ps probe 235.0 GFLOP/s") != std::string::npos);
 }
 
+#if defined(__x86_64__)
 TEST_CASE("the live probes match this CPU's flags and the choice follows the rule") {
   const CeilingProbes p = measure_ceiling_probes();
   INFO(describe(choose_precision(p)));
@@ -82,6 +86,29 @@ TEST_CASE("the live probes match this CPU's flags and the choice follows the rul
   else
     CHECK(c.precision == Precision::kFp32);
 }
+#else
+TEST_CASE("precision auto on a build without a bf16 path is fp32 without probes") {
+  const CeilingProbes p = measure_ceiling_probes();
+  const PrecisionChoice c = choose_precision(p);
+  const std::string line = describe(c);
+  INFO(line);
+  CHECK(p.no_bf16_path == "aarch64");
+  CHECK(p.fp32_isa == "none");
+  CHECK_FALSE(p.bf16_gflops.has_value());
+  CHECK(c.precision == Precision::kFp32);
+  CHECK(line.rfind("precision auto -> fp32: nostrum has no bf16 path on aarch64", 0) == 0);
+  CHECK(line.find("(no probes run)") != std::string::npos);
+  CHECK(line.find("lacks") == std::string::npos);  // no x86 feature named as missing
+}
+
+TEST_CASE("bf16 precision on a build without a bf16 path is refused naming the architecture") {
+  CHECK_FALSE(bf16_available());
+  CHECK_THROWS_WITH(require_bf16("--precision"),
+                    Catch::Contains("bf16 precision is x86-64 only") &&
+                        Catch::Contains("this aarch64 build runs fp32") &&
+                        Catch::Contains("--precision") && !Catch::Contains("this CPU lacks"));
+}
+#endif
 
 TEST_CASE("precision_from_option takes fp32, bf16 and auto and names the option otherwise") {
   std::string note;

@@ -44,9 +44,9 @@ const char* kUsage =
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
-    "  and the classifier on bf16 operands with fp32 sums (needs AVX512_BF16); auto: bf16 where "
-    "its\n"
-    "  register probe is at least 1.3x the fp32 FMA probe on this CPU, else fp32 (printed).\n"
+    "  and the classifier on bf16 operands with fp32 sums (x86-64 AVX512_BF16 only); auto: bf16\n"
+    "  where its register probe is at least 1.3x the fp32 FMA probe on this CPU, else fp32\n"
+    "  (printed; always fp32 on aarch64).\n"
     "  --conv-kernel, --conv-cache: each conv pass's kernel, as nostrum-train's (default cached);\n"
     "  the measurement is not part of the step times; --verbose prints its table on stderr.\n";
 

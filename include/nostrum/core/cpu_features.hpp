@@ -13,9 +13,20 @@
 namespace nostrum {
 
 struct CpuFeatures {
-  std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+  std::string architecture;  // the build's target: "x86_64" or "aarch64"
+  std::string vendor;        // "GenuineIntel", "AuthenticAMD", ...; aarch64: "Arm", "Fujitsu", ...
   int family = 0, model = 0;
-  std::string microarchitecture;  // the library's name, e.g. "AMD_ZEN3", "INTEL_SPR"
+  std::string microarchitecture;  // the library's name, e.g. "AMD_ZEN3", "INTEL_SPR"; aarch64: the
+                                  // part's, e.g. "Neoverse-V2", "A64FX" ("" when unknown)
+  // aarch64 (cpu_features_aarch64.cpp; the x86 fields below stay false there, and these on x86):
+  // the MIDR implementer and part from /proc/cpuinfo (0 where it has none, as under qemu-user),
+  // and from Linux's HWCAPs Advanced SIMD (NEON), SVE (with the vector length in bits, 0 without
+  // SVE), SVE2 and the BF16 and I8MM instructions (Armv8.6 BFDOT/BFMMLA, SMMLA). Detected and
+  // reported ("aarch64 Arm part 0xd4f (Neoverse-V2): asimd=yes sve=yes (128-bit) sve2=yes bf16=yes
+  // i8mm=yes"); no kernel uses them yet, and NOSTRUM_CPU_NO_BF16 leaves them as they are.
+  int arm_implementer = 0, arm_part = 0;
+  bool asimd = false, sve = false, sve2 = false, arm_bf16 = false, arm_i8mm = false;
+  int sve_vector_bits = 0;
   bool avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512cd = false;
   bool avx512_bf16 = false;  // vdpbf16ps

@@ -17,6 +17,8 @@ namespace nostrum::kernels {
 // checks report that). Returns normally when no re-exec happened.
 // NOSTRUM_TEST_FORCE_BLAS_REEXEC=1 (for tests) re-executes as if OpenBLAS had chosen a generic
 // kernel set, so the re-exec path runs on every CPU with AVX2 + FMA or AVX-512.
+// On aarch64 it never re-executes (the table has no x86 features there): OpenBLAS's own choice of
+// its arm64 kernels by the core's part (ARMV8, NEOVERSEN1, A64FX, ...) is kept.
 void select_blas_kernels(char** argv);
 
 }  // namespace nostrum::kernels

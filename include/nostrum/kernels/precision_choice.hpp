@@ -1,6 +1,7 @@
 // `--precision auto`: the register ceilings of bf16 (vdpbf16ps) and fp32 (FMA) measured on this
 // CPU, and the rule that picks bf16 only where its ceiling is at least 1.3x fp32's. A pure function
-// of the measured numbers (choose_precision) so the rule is tested apart from the probes.
+// of the measured numbers (choose_precision) so the rule is tested apart from the probes. On
+// aarch64 there is no bf16 path (nor a measured one) yet: `auto` is fp32 there, without probes.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,12 @@ namespace nostrum::kernels {
 // One thread's register-ceiling probes, in GFLOP/s (best of a few short runs).
 struct CeilingProbes {
   double fp32_gflops = 0;             // FMA chains on the widest vectors the CPU has
-  std::string fp32_isa;               // "avx512" or "avx2"
+  std::string fp32_isa;               // "avx512" or "avx2" ("none": no probe ran)
   std::optional<double> bf16_gflops;  // vdpbf16ps chains; empty where the CPU lacks AVX512_BF16
   std::string bf16_missing;           // why bf16_gflops is empty (the missing CPU feature)
+  // The target architecture where this build has no bf16 path at all ("aarch64"; "" on x86-64):
+  // no probe runs and the choice is fp32.
+  std::string no_bf16_path;
 };
 
 struct PrecisionChoice {

@@ -1,0 +1,74 @@
+// The x86 kernels' entry points on targets without them (aarch64): the callers take these paths
+// only after a CPU check that is false there (AVX-512, AVX2), so reaching one is a bug and aborts.
+#include <cstdio>
+#include <cstdlib>
+
+#include "bf16_avx512.hpp"
+#include "direct_conv_avx512.hpp"
+#include "fma_probe_avx2.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+[[noreturn]] void x86_only(const char* kernel) {
+  std::fprintf(stderr, "nostrum: internal error: the x86 kernel %s called in a build without it\n",
+               kernel);
+  std::abort();
+}
+
+}  // namespace
+
+namespace avx512 {
+
+void conv_rows(float*, const float*, int, const float*, const DirectShape&, int, int, bool) {
+  x86_only("avx512::conv_rows");
+}
+void weight_grad_image(float*, const float*, const float*, const DirectShape&) {
+  x86_only("avx512::weight_grad_image");
+}
+void transpose_row(float*, int64_t, const float*, int, int) {
+  x86_only("avx512::transpose_row");
+}
+
+}  // namespace avx512
+
+namespace bf16_avx512 {
+
+void convert(uint16_t*, const float*, int64_t) {
+  x86_only("bf16_avx512::convert");
+}
+void rows_to_words(uint32_t*, int64_t, const float*, int64_t, int, int) {
+  x86_only("bf16_avx512::rows_to_words");
+}
+void interleave_rows(uint32_t*, int64_t, const float*, int64_t, int, int) {
+  x86_only("bf16_avx512::interleave_rows");
+}
+void pack_b_rows(uint32_t*, int, const float*, int64_t, int, int, int, int) {
+  x86_only("bf16_avx512::pack_b_rows");
+}
+void pack_b_columns(uint32_t*, int, const float*, int64_t, int, int, int, int) {
+  x86_only("bf16_avx512::pack_b_columns");
+}
+void gemm_block(float*, int64_t, const uint32_t*, bool, const PackedB&, int, int, int, int, int,
+                float, float, bool) {
+  x86_only("bf16_avx512::gemm_block");
+}
+float dot_probe(int64_t) {
+  x86_only("bf16_avx512::dot_probe");
+}
+float fma_probe(int64_t) {
+  x86_only("bf16_avx512::fma_probe");
+}
+
+}  // namespace bf16_avx512
+
+namespace avx2 {
+
+double fma_probe_seconds(int64_t) {
+  x86_only("avx2::fma_probe_seconds");
+}
+
+}  // namespace avx2
+
+}  // namespace nostrum::kernels
