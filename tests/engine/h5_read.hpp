@@ -1,5 +1,8 @@
 // Test helper: reads a whole HDF5 dataset as floats (or doubles) and runs the PyTorch reference
-// script; shared by the weights-file and the PyTorch comparison tests.
+// script; shared by the weights-file and the PyTorch comparison tests. Temporary files go to a
+// folder of this process's own, removed at exit: CTest runs one binary in two tests at once (the
+// model tests, and the same under NOSTRUM_MAX_ISA=avx2), and a folder shared by name let one
+// rewrite the PyTorch reference file that the other was reading.
 #pragma once
 
 #include <hdf5.h>
@@ -9,6 +12,8 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 
 namespace nostrum::testing {
 
@@ -42,7 +47,8 @@ inline void run_torch_reference(const std::string& args,
 }
 
 inline std::string temp_path(const std::string& name) {
-  return std::string(NOSTRUM_TEST_TMP) + "/" + name;
+  static const TempDir dir("engine-tests");
+  return dir.str() + "/" + name;
 }
 
 }  // namespace nostrum::testing
