@@ -18,21 +18,6 @@ using namespace onednn_check;
 
 namespace {
 
-// As onednn_conv_test.cpp: ResNet-50 at 64x64 and resnet8 at 28x28x1, batch 2, distinct geometries.
-std::vector<ConvGeometry> model_shapes() {
-  std::vector<ConvGeometry> all;
-  std::set<std::tuple<int, int, int, int, int, int, int>> seen;
-  auto add = [&](const std::vector<nostrum::bench::NamedConv>& convs) {
-    for (const auto& c : convs) {
-      const ConvGeometry& g = c.geometry;
-      if (seen.insert({g.H, g.W, g.C, g.K, g.R, g.stride, g.pad}).second) all.push_back(g);
-    }
-  };
-  add(nostrum::bench::resnet50_convs(64, 2));
-  add(nostrum::bench::cifar_resnet_convs(28, 1, 16, 1, 2));
-  return all;
-}
-
 void check_all(const std::vector<ConvGeometry>& shapes, uint32_t seed) {
   REQUIRE(nostrum::kernels::onednn_bf16_native());  // the binary's main skips CPUs without bf16
   const int saved = omp_get_max_threads();

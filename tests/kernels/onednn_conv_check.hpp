@@ -12,9 +12,12 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "model_convs.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
 
@@ -24,6 +27,23 @@ using nostrum::kernels::ConvGeometry;
 using nostrum::kernels::OnednnConv;
 using nostrum::kernels::OnednnPass;
 using nostrum::kernels::Precision;
+
+// ResNet-50's convolutions at 64x64 (every channel count, kernel, stride and padding of the 224
+// network; fewer pixels keep the float64 reference fast) and resnet8's at 28x28x1, batch 2,
+// each distinct geometry once.
+inline std::vector<ConvGeometry> model_shapes() {
+  std::vector<ConvGeometry> all;
+  std::set<std::tuple<int, int, int, int, int, int, int>> seen;
+  auto add = [&](const std::vector<nostrum::bench::NamedConv>& convs) {
+    for (const auto& c : convs) {
+      const ConvGeometry& g = c.geometry;
+      if (seen.insert({g.H, g.W, g.C, g.K, g.R, g.stride, g.pad}).second) all.push_back(g);
+    }
+  };
+  add(nostrum::bench::resnet50_convs(64, 2));
+  add(nostrum::bench::cifar_resnet_convs(28, 1, 16, 1, 2));
+  return all;
+}
 
 inline ConvGeometry geometry(int N, int H, int W, int C, int K, int R, int S, int stride, int pad) {
   ConvGeometry g;

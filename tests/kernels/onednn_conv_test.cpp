@@ -18,23 +18,6 @@ using namespace onednn_check;
 
 namespace {
 
-// ResNet-50's convolutions at 64x64 (every channel count, kernel, stride and padding of the 224
-// network; fewer pixels keep the float64 reference fast) and resnet8's at 28x28x1, batch 2,
-// each distinct geometry once.
-std::vector<ConvGeometry> model_shapes() {
-  std::vector<ConvGeometry> all;
-  std::set<std::tuple<int, int, int, int, int, int, int>> seen;
-  auto add = [&](const std::vector<nostrum::bench::NamedConv>& convs) {
-    for (const auto& c : convs) {
-      const ConvGeometry& g = c.geometry;
-      if (seen.insert({g.H, g.W, g.C, g.K, g.R, g.stride, g.pad}).second) all.push_back(g);
-    }
-  };
-  add(nostrum::bench::resnet50_convs(64, 2));
-  add(nostrum::bench::cifar_resnet_convs(28, 1, 16, 1, 2));
-  return all;
-}
-
 void check_all(const std::vector<ConvGeometry>& shapes, uint32_t seed) {
   const int saved = omp_get_max_threads();
   std::mt19937 rng(seed);
