@@ -11,6 +11,7 @@
 #include <cstring>
 #include <dnnl.hpp>
 #include <optional>
+#include <unordered_map>
 
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
@@ -160,6 +161,8 @@ struct OnednnConv::Impl {
   // nostrum's layouts, fp32: the input side (N,C,H,W as NHWC), the output side (N,K,P,Q as NHWC),
   // the weights (K,C,R,S).
   memory::desc in_md, out_md, weight_md;
+  // The caller's tensors in those layouts, their handles set per call.
+  memory in_user, out_user, weight_user;
   // Reorders into the primitive's operands (absent where the layout already matches): the weights
   // to the primitive's layout (and bf16), the input or the output gradient to bf16; and out of it:
   // the weight gradient to (K,C,R,S).
@@ -183,11 +186,16 @@ struct OnednnConv::Impl {
   bool built = false;
   size_t promised = 0;   // what workspace_bytes() reports (the first build's, if within the limit)
   Buffer own_workspace;  // where the layout needs more than was promised
+  // Every execute's arguments, made once (memory objects are handles: setting a handle above
+  // changes what these pass): a call allocates nothing.
+  using Args = std::unordered_map<int, memory>;
+  Args conv_args, accumulate_args, chunk_args, weight_in_args, activation_in_args,
+      gradient_in_args, weight_gradient_out_args;
+
+  void make_args();
 
   void build();
-  memory user(const memory::desc& md, const float* p) const {
-    return memory(md, cpu_engine(), const_cast<float*>(p));
-  }
+  static void point(memory& m, const float* p) { m.set_data_handle(const_cast<float*>(p)); }
   Region region(const memory::desc& md) {
     Region r{memory(md, cpu_engine(), DNNL_MEMORY_NONE), workspace};
     workspace += (md.get_size() + 63) / 64 * 64;
@@ -203,10 +211,8 @@ struct OnednnConv::Impl {
     for (Region* r : {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad})
       if (r->m) r->m.set_data_handle(base + r->offset);
   }
-  void reorder(const std::optional<Reorder>& r, const memory& from, const memory& to) {
-    r->primitive.execute(
-        cpu_stream(),
-        {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad.m}});
+  static void run(const std::optional<Reorder>& r, const Args& args) {
+    if (r) r->primitive.execute(cpu_stream(), args);
   }
 };
 
@@ -330,6 +336,55 @@ void OnednnConv::Impl::build() {
   scratchpad = region(memory::desc({memory::dim(std::max<size_t>(scratch, 1))}, Type::u8, Tag::x));
   if (!built) promised = workspace <= limit ? workspace : 0, built = true;
   own_workspace = workspace > promised ? Buffer(workspace) : Buffer();
+  in_user = memory(in_md, cpu_engine(), DNNL_MEMORY_NONE);
+  out_user = memory(out_md, cpu_engine(), DNNL_MEMORY_NONE);
+  weight_user = memory(weight_md, cpu_engine(), DNNL_MEMORY_NONE);
+  make_args();
+}
+
+void OnednnConv::Impl::make_args() {
+  const auto reorder_args = [&](const memory& from, const memory& to) {
+    return Args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+  };
+  const memory& w = weight_in ? weights.m : weight_user;
+  weight_in_args = weight_in ? reorder_args(weight_user, weights.m) : Args{};
+  conv_args = accumulate_args = chunk_args = activation_in_args = gradient_in_args =
+      weight_gradient_out_args = Args{};
+  switch (pass) {
+    case OnednnPass::kForward:
+      if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
+      conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
+                   {DNNL_ARG_WEIGHTS, w},
+                   {DNNL_ARG_DST, out_user},
+                   {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+      break;
+    case OnednnPass::kBackwardData: {
+      if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
+      const memory& diff_dst = gradient_in ? gradient.m : out_user;
+      conv_args = {{DNNL_ARG_DIFF_DST, diff_dst},
+                   {DNNL_ARG_WEIGHTS, w},
+                   {DNNL_ARG_DIFF_SRC, in_user},
+                   {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+      accumulate_args = conv_args;
+      accumulate_args[DNNL_ARG_DIFF_SRC] = sum.m;
+      if (chunk < g.N)
+        chunk_args = {{DNNL_ARG_DIFF_DST, chunk_diff_dst},
+                      {DNNL_ARG_WEIGHTS, w},
+                      {DNNL_ARG_DIFF_SRC, sum.m},
+                      {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+      break;
+    }
+    case OnednnPass::kBackwardWeights:
+      if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
+      if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
+      conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
+                   {DNNL_ARG_DIFF_DST, gradient_in ? gradient.m : out_user},
+                   {DNNL_ARG_DIFF_WEIGHTS, weight_gradient_out ? weight_gradient.m : weight_user},
+                   {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+      if (weight_gradient_out)
+        weight_gradient_out_args = reorder_args(weight_gradient.m, weight_user);
+      break;
+  }
 }
 
 OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
@@ -379,14 +434,10 @@ void OnednnConv::forward(float* out, const float* in, const float* weight, void*
   Impl& m = *impl_;
   require_pass(m.pass, OnednnPass::kForward, "forward", m.g);
   m.attach(workspace);
-  const memory in_user = m.user(m.in_md, in), weight_user = m.user(m.weight_md, weight),
-               out_user = m.user(m.out_md, out);
-  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
-  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
-                                {DNNL_ARG_WEIGHTS, m.weight_in ? m.weights.m : weight_user},
-                                {DNNL_ARG_DST, out_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+  Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
+  Impl::run(m.weight_in, m.weight_in_args);
+  Impl::run(m.activation_in, m.activation_in_args);
+  m.conv.execute(cpu_stream(), m.conv_args);
   cpu_stream().wait();
 }
 
@@ -395,17 +446,11 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
   Impl& m = *impl_;
   require_pass(m.pass, OnednnPass::kBackwardData, "backward_data", m.g);
   m.attach(workspace);
-  const memory d_out_user = m.user(m.out_md, d_out), weight_user = m.user(m.weight_md, weight),
-               d_in_user = m.user(m.in_md, d_in);
-  if (m.weight_in) m.reorder(m.weight_in, weight_user, m.weights.m);
-  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
-  const memory& diff_dst = m.gradient_in ? m.gradient.m : d_out_user;
-  const memory& weights = m.weight_in ? m.weights.m : weight_user;
+  Impl::point(m.out_user, d_out), Impl::point(m.weight_user, weight), Impl::point(m.in_user, d_in);
+  Impl::run(m.weight_in, m.weight_in_args);
+  Impl::run(m.gradient_in, m.gradient_in_args);
   if (!accumulate || m.chunk == m.g.N) {
-    m.conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
-                                  {DNNL_ARG_WEIGHTS, weights},
-                                  {DNNL_ARG_DIFF_SRC, accumulate ? m.sum.m : d_in_user},
-                                  {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    m.conv.execute(cpu_stream(), accumulate ? m.accumulate_args : m.conv_args);
     cpu_stream().wait();
     if (accumulate)
       add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
@@ -416,14 +461,12 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
   const int64_t in_chunk = int64_t(m.chunk) * m.g.H * m.g.W * m.g.C;
   const size_t out_chunk_bytes = size_t(m.chunk) * m.g.P() * m.g.Q() * m.g.K *
                                  (m.precision == Precision::kBf16 ? 2 : sizeof(float));
-  char* diff_dst_base = static_cast<char*>(diff_dst.get_data_handle());
+  char* diff_dst_base =
+      static_cast<char*>((m.gradient_in ? m.gradient.m : m.out_user).get_data_handle());
   const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
   for (int n = 0, i = 0; n < m.g.N; n += m.chunk, ++i) {
     m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
-    m.chunk_conv.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, m.chunk_diff_dst},
-                                        {DNNL_ARG_WEIGHTS, weights},
-                                        {DNNL_ARG_DIFF_SRC, m.sum.m},
-                                        {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
+    m.chunk_conv.execute(cpu_stream(), m.chunk_args);
     cpu_stream().wait();
     add_into(d_in + i * in_chunk, add, in_chunk);
   }
@@ -434,16 +477,12 @@ void OnednnConv::backward_weights(float* d_weight, const float* d_out, const flo
   Impl& m = *impl_;
   require_pass(m.pass, OnednnPass::kBackwardWeights, "backward_weights", m.g);
   m.attach(workspace);
-  const memory d_out_user = m.user(m.out_md, d_out), in_user = m.user(m.in_md, in),
-               d_weight_user = m.user(m.weight_md, d_weight);
-  if (m.activation_in) m.reorder(m.activation_in, in_user, m.activation.m);
-  if (m.gradient_in) m.reorder(m.gradient_in, d_out_user, m.gradient.m);
-  m.conv.execute(cpu_stream(), {{DNNL_ARG_SRC, m.activation_in ? m.activation.m : in_user},
-                                {DNNL_ARG_DIFF_DST, m.gradient_in ? m.gradient.m : d_out_user},
-                                {DNNL_ARG_DIFF_WEIGHTS,
-                                 m.weight_gradient_out ? m.weight_gradient.m : d_weight_user},
-                                {DNNL_ARG_SCRATCHPAD, m.scratchpad.m}});
-  if (m.weight_gradient_out) m.reorder(m.weight_gradient_out, m.weight_gradient.m, d_weight_user);
+  Impl::point(m.out_user, d_out), Impl::point(m.in_user, in),
+      Impl::point(m.weight_user, d_weight);
+  Impl::run(m.activation_in, m.activation_in_args);
+  Impl::run(m.gradient_in, m.gradient_in_args);
+  m.conv.execute(cpu_stream(), m.conv_args);
+  Impl::run(m.weight_gradient_out, m.weight_gradient_out_args);
   cpu_stream().wait();
 }
 
