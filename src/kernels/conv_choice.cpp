@@ -5,9 +5,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
@@ -59,76 +61,128 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings) {
 
 namespace {
 
-void fill_random(std::vector<float>& v, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& x : v) x = u(rng);
+// A value in [-1, 1) from an index: a fixed pattern, the same whatever the buffer's growth.
+inline float pattern(uint64_t i) {
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return float(int32_t(uint32_t(x))) * (1.0f / 2147483648.0f);
+}
+
+double median_of(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 }  // namespace
 
+float* ConvMeasureBuffers::operand(int which, size_t floats) {
+  std::vector<float>& v = operands_[which];
+  if (v.size() < floats) {
+    v.assign(floats, 0.0f);
+    if (which < 2) {
+      const uint64_t base = uint64_t(which) << 40;
+      float* p = v.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < int64_t(floats); ++i) p[i] = pattern(base + uint64_t(i));
+    }
+  }
+  return v.data();
+}
+
+float* ConvMeasureBuffers::scratch(size_t floats) {
+  if (scratch_.capacity() < floats) scratch_ = Arena(floats, "conv measurement scratch");
+  return scratch_.data();
+}
+
+std::vector<std::vector<double>> time_candidates(size_t count,
+                                                 const std::function<double(size_t)>& call,
+                                                 const ConvMeasureOptions& options) {
+  std::vector<std::vector<double>> seconds(count);
+  if (count == 0) return seconds;
+  for (size_t i = 0; i < count; ++i) seconds[i].push_back(call(i));  // warm-up, first sample
+  double fastest_first = seconds[0][0];
+  for (const auto& s : seconds) fastest_first = std::min(fastest_first, s[0]);
+  // In the race: not clearly slower at once.
+  std::vector<bool> racing(count);
+  for (size_t i = 0; i < count; ++i) racing[i] = seconds[i][0] <= options.cutoff * fastest_first;
+  // The rest of the calls in rounds, one call of every candidate still racing per round (a drift
+  // of the machine's speed then weighs on all alike); after each round, a candidate with more
+  // than half its calls slower than the best median so far drops out (its median would be too).
+  const int calls = std::max(1, options.calls);
+  for (int round = 1; round < calls; ++round) {
+    for (size_t i = 0; i < count; ++i)
+      if (racing[i]) seconds[i].push_back(call(i));
+    double best = HUGE_VAL;
+    for (size_t i = 0; i < count; ++i)
+      if (racing[i]) best = std::min(best, median_of(seconds[i]));
+    for (size_t i = 0; i < count; ++i) {
+      if (!racing[i]) continue;
+      int slower = 0;
+      for (double t : seconds[i]) slower += t > best;
+      if (2 * slower > calls) racing[i] = false;
+    }
+  }
+  return seconds;
+}
+
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
-                                          const ConvMeasureOptions& options) {
+                                          const ConvMeasureOptions& options,
+                                          ConvMeasureBuffers* shared) {
+  ConvMeasureBuffers own;
+  ConvMeasureBuffers& buffers = shared ? *shared : own;
   const ConvGeometry& g = shape.g;
   const size_t in_floats = size_t(g.N) * g.H * g.W * g.C;
   const size_t out_floats = size_t(g.N) * g.P() * g.Q() * g.K;
   const size_t weight_floats = size_t(g.K) * g.C * g.R * g.S;
-  std::mt19937 rng(12345);
-  // What the pass reads, from a fixed seed; what it writes.
-  std::vector<float> input(shape.pass == ConvPass::kBackwardData ? out_floats : in_floats);
-  std::vector<float> second(shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
-  fill_random(input, rng);
-  fill_random(second, rng);
-  std::vector<float> result(shape.pass == ConvPass::kForward        ? out_floats
-                            : shape.pass == ConvPass::kBackwardData ? in_floats
-                                                                    : weight_floats);
+  // What the pass reads (operands 0 and 1) and writes (operand 2).
+  const float* first = buffers.operand(
+      0, shape.pass == ConvPass::kBackwardData ? out_floats : in_floats);
+  const float* second = buffers.operand(
+      1, shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
+  float* result = buffers.operand(2, shape.pass == ConvPass::kForward        ? out_floats
+                                     : shape.pass == ConvPass::kBackwardData ? in_floats
+                                                                             : weight_floats);
   ConvCall call;
   call.N = g.N;
   switch (shape.pass) {
     case ConvPass::kForward:
-      call.in = input.data(), call.weight = second.data(), call.out = result.data();
+      call.in = first, call.weight = second, call.out = result;
       break;
     case ConvPass::kBackwardData:
-      call.d_out = input.data(), call.weight = second.data(), call.d_in = result.data();
+      call.d_out = first, call.weight = second, call.d_in = result;
       break;
     case ConvPass::kBackwardWeights:
-      call.in = input.data(), call.d_out = second.data(), call.d_weight = result.data();
+      call.in = first, call.d_out = second, call.d_weight = result;
       break;
   }
 
-  std::vector<ConvTiming> timings;
-  double best = 0;
+  // Every eligible candidate prepared, in registry order, on one scratch.
+  struct Entry {
+    const ConvCandidate* candidate;
+    std::unique_ptr<PreparedConv> kernel;
+  };
+  std::vector<Entry> entries;
+  size_t scratch_floats = 1;
   for (const ConvCandidate* c : conv_candidates()) {
     if (!conv_candidate_eligible(*c, g, shape.pass, precision)) continue;
-    std::unique_ptr<PreparedConv> kernel = c->prepare(g, shape.pass, precision);
-    Arena scratch(std::max<size_t>(kernel->scratch_floats(), 1), "conv measurement scratch");
-    call.scratch = scratch.data();
-    // Warm-up (first touch, per-thread buffers, caches); a candidate whose warm-up alone takes
-    // twice the cut-off of the best so far is not timed further (its warm-up is its time).
-    const double w0 = omp_get_wtime();
-    kernel->run(call);
-    const double warm_up = omp_get_wtime() - w0;
-    std::vector<double> seconds;
-    const int calls = std::max(1, options.calls);
-    if (!timings.empty() && warm_up > 2 * options.cutoff * best) {
-      seconds.push_back(warm_up);
-    } else {
-      int slower = 0;  // timed calls slower than the best median so far
-      for (int i = 0; i < calls; ++i) {
-        const double t0 = omp_get_wtime();
-        kernel->run(call);
-        seconds.push_back(omp_get_wtime() - t0);
-        if (timings.empty()) continue;
-        slower += seconds.back() > best;
-        // Clearly slower at once; or more than half the calls slower than the best median, so
-        // its median is too: it cannot win, whatever the calls left would give.
-        if ((i == 0 && seconds[0] > options.cutoff * best) || 2 * slower > calls) break;
-      }
-    }
-    std::sort(seconds.begin(), seconds.end());
-    ConvTiming t{c->name(), seconds[seconds.size() / 2], int(seconds.size())};
-    best = timings.empty() ? t.seconds : std::min(best, t.seconds);
-    timings.push_back(t);
+    entries.push_back({c, c->prepare(g, shape.pass, precision)});
+    scratch_floats = std::max(scratch_floats, entries.back().kernel->scratch_floats());
   }
+  NOSTRUM_CHECK(!entries.empty(), ShapeError, "no conv candidate can run this pass",
+                conv_shape_name(g) + " " + conv_pass_name(shape.pass));
+  call.scratch = buffers.scratch(scratch_floats);
+  const std::vector<std::vector<double>> seconds =
+      time_candidates(entries.size(), [&](size_t i) {
+        const double t0 = omp_get_wtime();
+        entries[i].kernel->run(call);
+        return omp_get_wtime() - t0;
+      }, options);
+  std::vector<ConvTiming> timings;
+  for (size_t i = 0; i < entries.size(); ++i)
+    timings.push_back(ConvTiming{entries[i].candidate->name(), median_of(seconds[i]),
+                                 int(seconds[i].size())});
   return timings;
 }
 

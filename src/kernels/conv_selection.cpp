@@ -115,6 +115,7 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
   }
   const double t0 = omp_get_wtime();
   bool measured = false;
+  ConvMeasureBuffers buffers;  // one set for every pass measured here
   for (const ConvPassShape& s : shapes) {
     if (const ConvChoice* hit = find_cached(cache, s, threads, precision)) {
       const ConvCandidate* c = find_conv_candidate(hit->chosen);
@@ -129,7 +130,7 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
     }
     ConvChoice row;
     row.shape = s;
-    row.timings = measure_conv_pass(s, precision, request.measure);
+    row.timings = measure_conv_pass(s, precision, request.measure, &buffers);
     row.chosen = row.timings[fastest_timing(row.timings)].candidate;
     row.source = ConvChoiceSource::kMeasured;
     table.rows.push_back(row);

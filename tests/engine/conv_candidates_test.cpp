@@ -2,8 +2,9 @@
 // candidate against a float64 reference on every resnet8 and ResNet-50 conv geometry (ResNet-50's
 // at a 64x64 input: 224's channels, kernels, strides and pads at a quarter of the spatial size, so
 // the reference stays fast) and odd ones, all three passes, threads 1 and 2; the fixed rule
-// reproducing layers/conv2d's kAuto bit for bit; the chooser on planted times; the cache written,
-// read back, and refused by name when damaged or foreign; the selection modes.
+// reproducing layers/conv2d's kAuto bit for bit; the chooser and the measuring schedule on planted
+// times; the cache written, read back, and refused by name when damaged or foreign; the selection
+// modes.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -76,6 +77,39 @@ TEST_CASE("the chooser takes the fastest planted time, ties to the earliest", "[
   CHECK(kernels::fastest_timing(V{{"a", 5.0, 1}, {"b", 5.0, 3}}) == 0);
   CHECK(kernels::fastest_timing(V{{"only", 7.0, 3}}) == 0);
   CHECK_THROWS_AS(kernels::fastest_timing(V{}), ShapeError);
+}
+
+// The measuring schedule on planted times: each candidate's calls return the next of its list.
+TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow cut short",
+          "[engine][conv]") {
+  const auto schedule = [](std::vector<std::vector<double>> planted,
+                           std::vector<size_t>* order = nullptr) {
+    std::vector<size_t> next(planted.size(), 0);
+    return kernels::time_candidates(planted.size(), [&](size_t i) {
+      if (order) order->push_back(i);
+      REQUIRE(next[i] < planted[i].size());  // called more often than planned
+      return planted[i][next[i]++];
+    });
+  };
+  using T = std::vector<std::vector<double>>;
+  using Order = std::vector<size_t>;
+  // Index 0 (3.0) and index 2 (2.0 > 1.25 x 1.0, the fastest first call) stop after their first
+  // call; index 1 gets its 3.
+  Order order;
+  CHECK(schedule({{3.0}, {1.0, 1.1, 0.9}, {2.0}}, &order) == T{{3.0}, {1.0, 1.1, 0.9}, {2.0}});
+  CHECK(order == Order{0, 1, 2, 1, 1});
+  // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
+  order.clear();
+  CHECK(schedule({{1.2, 1.0, 1.05}, {1.0, 1.2, 1.1}}, &order) ==
+        T{{1.2, 1.0, 1.05}, {1.0, 1.2, 1.1}});
+  CHECK(order == Order{0, 1, 0, 1, 0, 1});
+  // Two of three calls slower than the best median: out after the second round.
+  CHECK(schedule({{1.0, 1.0, 1.0}, {1.1, 1.2, 9.0}}) == T{{1.0, 1.0, 1.0}, {1.1, 1.2}});
+  // The bar after a round is the best median so far (index 1's 1.0), not a first call.
+  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}}) ==
+        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}});
+  CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
+  CHECK(schedule({}).empty());
 }
 
 namespace {

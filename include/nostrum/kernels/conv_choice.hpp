@@ -4,9 +4,11 @@
 // to the cache, kernels/conv_cache.hpp). The chooser is a pure function of the times.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "nostrum/core/arena.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 
 namespace nostrum::kernels {
@@ -51,19 +53,43 @@ struct ConvChoiceTable {
 size_t fastest_timing(const std::vector<ConvTiming>& timings);
 
 struct ConvMeasureOptions {
-  int calls = 3;  // timed calls per candidate after one warm-up call (the median is kept)
-  // A candidate is cut short once it cannot win against the best median so far: its warm-up took
-  // more than 2 x cutoff times that (its warm-up is then its time), its first timed call more than
-  // cutoff times, or more than half its calls were slower (its median would be too). Its time is
-  // then the median of the calls it made, above the best, so it is not chosen. The last rule is
-  // exact (its full median would lose too); the first two take one call that slow as proof.
-  double cutoff = 1.5;
+  int calls = 3;  // calls per candidate (the median is kept); the first is also its warm-up
+  // A candidate is cut short once it cannot win: its first call took more than cutoff times the
+  // fastest first call, or more than half its calls were slower than the best median so far (its
+  // median would be too). Its time is then the median of the calls it made, above the best, so it
+  // is not chosen. The second rule is exact; the first takes one call that slow as proof.
+  double cutoff = 1.25;
 };
 
-// Times every eligible candidate for this pass, in registry order, on the calling thread's
-// OpenMP pool (outside any parallel region), on inputs from a fixed seed.
+// The tensors the measured calls read and write and the candidates' scratch, shared by every
+// pass measured in one run: grown to the largest pass (zero-filled at allocation, so no call
+// pays first-touch page faults), the operands filled from a fixed pattern.
+class ConvMeasureBuffers {
+ public:
+  // Operand `which` (0, 1: what the pass reads; 2: what it writes), at least `floats` long.
+  float* operand(int which, size_t floats);
+  float* scratch(size_t floats);  // 64-byte aligned
+
+ private:
+  std::vector<float> operands_[3];
+  Arena scratch_;
+};
+
+// The measuring schedule on its own (planted times test it): call(i) runs candidate i once and
+// returns its seconds. Every candidate is called once in index order (its warm-up and first
+// sample); those not cut then get their other calls in rounds, one call each per round, so that a
+// drift of the machine's speed weighs on all alike. Returns every candidate's times, in index
+// order.
+std::vector<std::vector<double>> time_candidates(size_t count,
+                                                 const std::function<double(size_t)>& call,
+                                                 const ConvMeasureOptions& options = {});
+
+// Times every eligible candidate for this pass on the calling thread's OpenMP pool (outside any
+// parallel region) by time_candidates' schedule; the timings come back in registry order.
+// `buffers`: the run's shared ones (nullptr: its own).
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
-                                          const ConvMeasureOptions& options = {});
+                                          const ConvMeasureOptions& options = {},
+                                          ConvMeasureBuffers* buffers = nullptr);
 
 // The rows of a table as one line each: shape, pass, every candidate's time in ms, the chosen one
 // and how it was chosen (what --verbose prints).

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""Whether the measured conv kernel choice holds when measured again: measures the table of one
+model twice in a row (nostrum-bench --conv-kernel measure --conv-cache none --verbose, two
+processes), then, per shape and pass, times the first table's choice by the second measurement
+against the second's fastest candidate. The issue's bar: the chosen kernel within 5 % of the
+fastest. A choice that the second measurement cut short (its time from fewer calls, marked *) counts
+as measured; one it did not time at all (not eligible there) is an error.
+
+Usage: tools/bench/conv_remeasure.py [--build build] --model M --image HxWxC --batch N
+                                     [--threads 2] [--precision fp32|bf16] [--within 0.05]
+Prints one line per pass that misses the bar, then a summary line and a JSON line:
+{"passes": P, "within": K, "worst": r, "seconds": [s1, s2], ...}; r = chosen / fastest - 1.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
+                 r"(\w+) \((\w+)\)$")
+TIMING = re.compile(r"(\w+) ([0-9.]+) ms(\*?)")
+
+
+def measure(bench, args):
+    """One measured table: {(shape, pass): (chosen, {candidate: ms})} and the JSON line."""
+    cmd = [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
+           "--threads", str(args.threads), "--precision", args.precision, "--steps", "1",
+           "--warmup", "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
+    run = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    table = {}
+    for line in (run.stdout + run.stderr).splitlines():
+        m = ROW.match(line)
+        if m:
+            times = {c: float(ms) for c, ms, _ in TIMING.findall(m.group(3))}
+            table[(m.group(1), m.group(2))] = (m.group(4), times)
+    result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
+    if not table:
+        sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
+    return table, result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--image", required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--within", type=float, default=0.05)
+    args = parser.parse_args()
+    bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
+    first, r1 = measure(bench, args)
+    second, r2 = measure(bench, args)
+    if set(first) != set(second):
+        sys.exit("conv_remeasure: the two tables list different passes")
+    within, worst, changed = 0, 0.0, 0
+    for key in first:
+        chosen, times1 = first[key]
+        chosen2, times = second[key]
+        if chosen not in times:
+            sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
+        ratio = times[chosen] / min(times.values()) - 1
+        changed += chosen != chosen2
+        worst = max(worst, ratio)
+        if ratio <= args.within:
+            within += 1
+        else:
+            print(f"{key[0]} {key[1]}: {chosen} {times[chosen]:.3f} ms, fastest {chosen2} "
+                  f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
+                  ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; second: " +
+                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()))
+    print(f"{within} of {len(first)} passes: the first measurement's choice within "
+          f"{100 * args.within:.0f} % of the second's fastest; {changed} chose differently; worst "
+          f"+{100 * worst:.1f} %; measurement {r1['conv_measure_seconds']:.1f} s and "
+          f"{r2['conv_measure_seconds']:.1f} s")
+    print(json.dumps({"model": args.model, "image": args.image, "batch": args.batch,
+                      "threads": args.threads, "precision": args.precision,
+                      "passes": len(first), "within": within, "changed": changed,
+                      "worst": round(worst, 4),
+                      "seconds": [r1["conv_measure_seconds"], r2["conv_measure_seconds"]]}))
+
+
+if __name__ == "__main__":
+    main()
