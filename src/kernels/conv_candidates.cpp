@@ -193,9 +193,13 @@ const ConvCandidate* find_conv_candidate(const std::string& name) {
   return nullptr;
 }
 
+bool conv_candidate_serves(const ConvCandidate& c, Precision precision) {
+  return c.supports(precision) || (precision == Precision::kBf16 && c.supports(Precision::kFp32));
+}
+
 bool conv_candidate_eligible(const ConvCandidate& c, const ConvGeometry& g, ConvPass pass,
                              Precision precision) {
-  return c.available(cpu_features()) && c.supports(precision) && c.fits(g, pass);
+  return c.available(cpu_features()) && conv_candidate_serves(c, precision) && c.fits(g, pass);
 }
 
 const ConvCandidate& conv_fixed_rule_candidate(const ConvGeometry& g, ConvPass pass,

@@ -137,10 +137,10 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   const size_t out_floats = size_t(g.N) * g.P() * g.Q() * g.K;
   const size_t weight_floats = size_t(g.K) * g.C * g.R * g.S;
   // What the pass reads (operands 0 and 1) and writes (operand 2).
-  const float* first = buffers.operand(
-      0, shape.pass == ConvPass::kBackwardData ? out_floats : in_floats);
-  const float* second = buffers.operand(
-      1, shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
+  const float* first =
+      buffers.operand(0, shape.pass == ConvPass::kBackwardData ? out_floats : in_floats);
+  const float* second =
+      buffers.operand(1, shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
   float* result = buffers.operand(2, shape.pass == ConvPass::kForward        ? out_floats
                                      : shape.pass == ConvPass::kBackwardData ? in_floats
                                                                              : weight_floats);
@@ -173,16 +173,18 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   NOSTRUM_CHECK(!entries.empty(), ShapeError, "no conv candidate can run this pass",
                 conv_shape_name(g) + " " + conv_pass_name(shape.pass));
   call.scratch = buffers.scratch(scratch_floats);
-  const std::vector<std::vector<double>> seconds =
-      time_candidates(entries.size(), [&](size_t i) {
+  const std::vector<std::vector<double>> seconds = time_candidates(
+      entries.size(),
+      [&](size_t i) {
         const double t0 = omp_get_wtime();
         entries[i].kernel->run(call);
         return omp_get_wtime() - t0;
-      }, options);
+      },
+      options);
   std::vector<ConvTiming> timings;
   for (size_t i = 0; i < entries.size(); ++i)
-    timings.push_back(ConvTiming{entries[i].candidate->name(), median_of(seconds[i]),
-                                 int(seconds[i].size())});
+    timings.push_back(
+        ConvTiming{entries[i].candidate->name(), median_of(seconds[i]), int(seconds[i].size())});
   return timings;
 }
 

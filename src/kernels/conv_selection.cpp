@@ -86,7 +86,7 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
                   "conv kernel " + request.forced + " cannot run on this CPU (" +
                       cpu_features().describe() + ")",
                   "--conv-kernel", c->description());
-    NOSTRUM_CHECK(c->supports(precision), OptionError,
+    NOSTRUM_CHECK(conv_candidate_serves(*c, precision), OptionError,
                   "conv kernel " + request.forced + " does not run " + precision_name(precision),
                   "--conv-kernel", c->description());
     int unfit = 0;

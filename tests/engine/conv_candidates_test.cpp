@@ -7,6 +7,7 @@
 // modes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -143,6 +144,31 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+TEST_CASE("a bf16 run measures and may force the fp32 candidates too", "[engine][conv]") {
+  const kernels::ConvPassShape shape{conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1),
+                                     ConvPass::kForward};
+  std::vector<std::string> want;  // every candidate eligible in fp32 or in bf16, registry order
+  for (const kernels::ConvCandidate* c : kernels::conv_candidates())
+    if (kernels::conv_candidate_eligible(*c, shape.g, shape.pass, Precision::kFp32) ||
+        (c->supports(Precision::kBf16) &&
+         kernels::conv_candidate_eligible(*c, shape.g, shape.pass, Precision::kBf16)))
+      want.push_back(c->name());
+  std::vector<std::string> got;
+  for (const ConvTiming& t : kernels::measure_conv_pass(shape, Precision::kBf16))
+    got.push_back(t.candidate);
+  CHECK(got == want);
+  CHECK(std::find(got.begin(), got.end(), "gemm_openblas") != got.end());
+  // Forced: an fp32 kernel runs a bf16 run's passes; a bf16 one is refused in an fp32 run.
+  const ConvChoiceTable forced = kernels::select_conv_kernels(
+      {shape}, Precision::kBf16, 2, kernels::conv_kernel_request("gemm_openblas", "none", "-"),
+      nullptr);
+  CHECK(forced.rows.at(0).chosen == "gemm_openblas");
+  CHECK_THROWS_AS(
+      kernels::select_conv_kernels({shape}, Precision::kFp32, 2,
+                                   kernels::conv_kernel_request("gemm_bf16", "none", "-"), nullptr),
+      OptionError);
+}
 
 TEST_CASE("the conv kernel table survives JSON", "[engine][conv]") {
   const ConvChoiceTable t = planted_table();

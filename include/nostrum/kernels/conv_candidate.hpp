@@ -90,7 +90,13 @@ const std::vector<const ConvCandidate*>& conv_candidates();
 // The registry's candidate of that name, or nullptr.
 const ConvCandidate* find_conv_candidate(const std::string& name);
 
-// available(cpu_features()) && supports(precision) && fits(g, pass).
+// Whether the candidate may run a pass of a run at `precision`: it supports that precision, or
+// the run is bf16 and the candidate fp32 (its operands keep fp32, so it is at least as precise:
+// a bf16 run takes it where it measures faster, as on small channel counts, where rounding the
+// operands costs more than the bf16 dot products save).
+bool conv_candidate_serves(const ConvCandidate& c, Precision precision);
+
+// available(cpu_features()) && conv_candidate_serves(c, precision) && fits(g, pass).
 bool conv_candidate_eligible(const ConvCandidate& c, const ConvGeometry& g, ConvPass pass,
                              Precision precision);
 

@@ -189,8 +189,8 @@ struct OnednnConv::Impl {
   // Every execute's arguments, made once (memory objects are handles: setting a handle above
   // changes what these pass): a call allocates nothing.
   using Args = std::unordered_map<int, memory>;
-  Args conv_args, accumulate_args, chunk_args, weight_in_args, activation_in_args,
-      gradient_in_args, weight_gradient_out_args;
+  Args conv_args, accumulate_args, chunk_args, weight_in_args, activation_in_args, gradient_in_args,
+      weight_gradient_out_args;
 
   void make_args();
 
@@ -477,8 +477,7 @@ void OnednnConv::backward_weights(float* d_weight, const float* d_out, const flo
   Impl& m = *impl_;
   require_pass(m.pass, OnednnPass::kBackwardWeights, "backward_weights", m.g);
   m.attach(workspace);
-  Impl::point(m.out_user, d_out), Impl::point(m.in_user, in),
-      Impl::point(m.weight_user, d_weight);
+  Impl::point(m.out_user, d_out), Impl::point(m.in_user, in), Impl::point(m.weight_user, d_weight);
   Impl::run(m.activation_in, m.activation_in_args);
   Impl::run(m.gradient_in, m.gradient_in_args);
   m.conv.execute(cpu_stream(), m.conv_args);
