@@ -24,7 +24,10 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kFormat = "nostrum conv kernel cache 1";
+// 2: bf16 tables measure the fp32 candidates too, on the interleaved schedule (a format-1 file's
+// choices were made without them: measured again).
+constexpr const char* kFormat = "nostrum conv kernel cache 2";
+constexpr const char* kFormatStem = "nostrum conv kernel cache ";
 
 std::string hex64(uint64_t v) {
   char text[17];
@@ -95,8 +98,10 @@ ConvCacheContents read_conv_cache(const std::string& path, const std::string& cp
     return refuse("damaged (not JSON)");
   }
   try {
-    if (!j.is_object() || j.value("format", "") != kFormat)
-      return refuse("not a nostrum conv kernel cache");
+    const std::string format = j.is_object() ? j.value("format", "") : "";
+    if (format.rfind(kFormatStem, 0) == 0 && format != kFormat)
+      return refuse("in an older cache format ('" + format + "', this is '" + kFormat + "')");
+    if (format != kFormat) return refuse("not a nostrum conv kernel cache");
     if (j.at("nostrum_version").get<std::string>() != version)
       return refuse("written by nostrum " + j.at("nostrum_version").get<std::string>() +
                     ", this is " + version);

@@ -15,6 +15,7 @@
 
 #include "conv_candidate_check.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/hash.hpp"
 #include "nostrum/kernels/conv_cache.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/layers/conv2d.hpp"
@@ -230,6 +231,22 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     const auto cache = kernels::read_conv_cache(path, cpu, "1.1");
     CHECK(cache.rows.empty());
     CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("nostrum 1.0"));
+  }
+  SECTION("an older format's file is refused, naming both formats") {
+    // The file as a format-1 writer left it: same body but the format, its own valid checksum.
+    const std::string good = read_text(path);
+    std::string body = good.substr(0, good.rfind("checksum "));
+    const std::string now = "nostrum conv kernel cache 2";
+    REQUIRE(body.find(now) != std::string::npos);
+    body.replace(body.find(now), now.size(), "nostrum conv kernel cache 1");
+    char sum[17];
+    std::snprintf(sum, sizeof sum, "%016llx",
+                  static_cast<unsigned long long>(hash_bytes(body.data(), body.size())));
+    write_text(path, body + "checksum " + sum + "\n");
+    const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
+    CHECK(cache.rows.empty());
+    CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("older cache format") &&
+                                  Catch::Contains("cache 1") && Catch::Contains("cache 2"));
   }
   SECTION("a file that is not a cache is refused") {
     write_text(path, "{\"hello\": 1}\n");
