@@ -46,7 +46,7 @@ struct Layer {
   std::string
       name;  // torchvision's module name ("layer1.0.conv1"): parameter keys and the observer
   ImageShape in, out;
-  layers::ConvGeometry conv;  // kConv; N = max batch (a pass uses a copy with N = the batch)
+  layers::ConvGeometry conv;  // kConv, kLinear (1x1 on 1x1); N = max batch (a pass: N = the batch)
   layers::PoolGeometry pool;  // kMaxPool; likewise
   bool relu = false;          // kBatchNorm: ReLU fused into it
   bool last_of_residual_path = false;  // kBatchNorm: gamma starts at 0 with zero_init_residual
@@ -58,10 +58,16 @@ struct Layer {
   float* batch_mean = nullptr;    // kBatchNorm: the training batch's mean (C), kept for backward
   float* batch_invstd = nullptr;  // kBatchNorm: its 1/sqrt(var + eps) (C)
   int32_t* winners = nullptr;     // kMaxPool: each output's winning input position (N, out)
-  // kConv: the chosen kernel of each pass (kernels::ConvPass order), prepared at the max batch;
-  // layers of one shape share them (set_conv_kernels). backward_data is null for the stem.
+  // kConv and kLinear (runs_conv_kernels): the chosen kernel of each pass (kernels::ConvPass
+  // order), prepared at the max batch; layers of one shape share them (set_conv_kernels).
+  // backward_data is null for the stem.
   std::shared_ptr<kernels::PreparedConv> kernel[3];
 };
+
+// Convolutions and the classifier (a 1x1 convolution of a 1x1 image) run on the conv kernel table.
+bool runs_conv_kernels(const Layer& l) {
+  return l.kind == LayerKind::kConv || l.kind == LayerKind::kLinear;
+}
 
 // A run of layers with one input and one output; a residual block adds a shortcut:
 // block_output = ReLU(path(block_input) + shortcut(block_input)), the add and the ReLU fused into
@@ -122,11 +128,16 @@ Layer global_avg_pool_layer(const std::string& name, ImageShape in) {
 }
 
 Layer linear_layer(const std::string& name, ImageShape in, int outputs) {
+  NOSTRUM_CHECK(in.H == 1 && in.W == 1, ShapeError, "a linear layer takes one vector per image",
+                "layer " + name + ": input " + std::to_string(in.H) + "x" + std::to_string(in.W) +
+                    "x" + std::to_string(in.C));
   Layer l;
   l.kind = LayerKind::kLinear;
   l.name = name;
   l.in = in;
   l.out = ImageShape{1, 1, outputs};
+  // Its products as a 1x1 convolution of a 1x1 image: the conv kernel table runs them.
+  l.conv = layers::ConvGeometry{1, 1, 1, in.C, outputs, 1, 1, 1, 0};
   return l;
 }
 
@@ -414,11 +425,17 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
       case LayerKind::kGlobalAvgPool:
         layers::global_avg_pool_forward(l.output, l.input, s.n, l.in.H * l.in.W, l.in.C);
         break;
-      case LayerKind::kLinear:
-        layers::linear_forward(l.output, l.input, s.param(l, entry::kWeight).value,
-                               s.param(l, entry::kBias).value, s.n, l.in.C, l.out.C,
-                               s.conv_options.precision);
+      case LayerKind::kLinear: {
+        kernels::ConvCall c;
+        c.N = s.n;
+        c.in = l.input;
+        c.weight = s.param(l, entry::kWeight).value;
+        c.out = l.output;
+        c.scratch = s.conv_scratch;
+        l.kernel[int(kernels::ConvPass::kForward)]->run(c);
+        layers::linear_add_bias(l.output, s.param(l, entry::kBias).value, s.n, l.out.C);
         break;
+      }
     }
   });
 }
@@ -434,6 +451,8 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
     c.d_weight = s.param(l, entry::kWeight).grad;
     c.scratch = s.conv_scratch;
     l.kernel[int(kernels::ConvPass::kBackwardWeights)]->run(c);
+    if (l.kind == LayerKind::kLinear)
+      layers::linear_bias_gradient(s.param(l, entry::kBias).grad, d_output, s.n, l.out.C);
   });
   s.ready(l);
   if (!l.input_gradient) return;
@@ -455,7 +474,7 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
                     bool accumulate) {
   NOSTRUM_CHECK(!accumulate || l.kind == LayerKind::kConv, ShapeError,
                 "only a conv can add its input gradient onto another", "layer " + l.name);
-  if (l.kind == LayerKind::kConv) return conv_backward(s, l, d_input, d_output, accumulate);
+  if (runs_conv_kernels(l)) return conv_backward(s, l, d_input, d_output, accumulate);
   s.timed(l.name, Phase::kBackward, [&] {
     switch (l.kind) {
       case LayerKind::kBatchNorm: {
@@ -478,16 +497,11 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         layers::global_avg_pool_backward(d_input, d_output, s.n, l.in.H * l.in.W, l.in.C);
         break;
       case LayerKind::kLinear:
-        layers::linear_backward(d_input, s.param(l, entry::kWeight).grad,
-                                s.param(l, entry::kBias).grad, d_output, l.input,
-                                s.param(l, entry::kWeight).value, s.n, l.in.C, l.out.C,
-                                s.conv_options.precision);
-        break;
       case LayerKind::kConv:
         break;
     }
   });
-  if (l.kind == LayerKind::kBatchNorm || l.kind == LayerKind::kLinear) s.ready(l);
+  if (l.kind == LayerKind::kBatchNorm) s.ready(l);
 }
 
 // Backward through a chain of layers, last first: d_chain_output is the gradient of its output
@@ -599,7 +613,7 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
   for_each_layer(blocks, [&](Layer& l) {
     largest = std::max({largest, l.in.floats(), l.out.floats()});
     max_channels = std::max(max_channels, l.out.C);
-    if (l.kind == LayerKind::kConv) {
+    if (runs_conv_kernels(l)) {
       l.conv.N = max_batch;
       conv_floats = std::max(conv_floats, layers::conv2d_scratch_floats(l.conv, conv_options));
     }
@@ -728,7 +742,7 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
                 "model " + spec_.name);
   std::vector<kernels::ConvPassShape> shapes;
   for_each_layer(impl_->blocks, [&](const Layer& l) {
-    if (l.kind != LayerKind::kConv) return;
+    if (!runs_conv_kernels(l)) return;
     for (kernels::ConvPass pass : kernels::kConvPasses) {
       if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
       const kernels::ConvPassShape shape{l.conv, pass};
@@ -751,7 +765,7 @@ void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
   std::vector<std::pair<kernels::ConvPassShape, std::shared_ptr<kernels::PreparedConv>>> prepared;
   size_t scratch_floats = 0;
   for_each_layer(m.blocks, [&](Layer& l) {
-    if (l.kind != LayerKind::kConv) return;
+    if (!runs_conv_kernels(l)) return;
     for (kernels::ConvPass pass : kernels::kConvPasses) {
       std::shared_ptr<kernels::PreparedConv>& kernel = l.kernel[int(pass)];
       kernel.reset();

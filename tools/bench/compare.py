@@ -4,7 +4,8 @@ the SGEMM ceiling probe, nostrum-bench, and PyTorch in NCHW and channels_last (b
 order alternating between rounds so that drifting machine load favours neither side.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
-                              [--blas avx512|env|both] [--steps K] [--layers] [--bf16]
+                              [--blas avx512|env|both] [--steps K] [--warmup W] [--layers]
+                              [--bf16]
                               [--conv-kernel measure|cached|fixed|NAME]
                               [--max-isa avx2|avx512|avx512_bf16|amx]
 --max-isa caps both sides at one instruction-set level: nostrum by NOSTRUM_MAX_ISA, PyTorch by
@@ -110,6 +111,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--blas", default="avx512", choices=["avx512", "env", "both"])
     parser.add_argument("--steps", type=int, default=0, help="timed steps (0: per-case default)")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed steps first, both sides (PyTorch's second step at 224 was "
+                             "still 20 %% slower than its third)")
     parser.add_argument("--bf16", action="store_true",
                         help="add nostrum bf16, PyTorch bf16 autocast and the bf16 dot ceiling")
     parser.add_argument("--layers", action="store_true",
@@ -132,7 +136,8 @@ def main():
             spec = CASES[case]
             steps = str(args.steps or spec["steps"])
             common = ["--model", spec["model"], "--image", spec["image"], "--batch",
-                      str(spec["batch"]), "--threads", str(args.threads), "--steps", steps]
+                      str(spec["batch"]), "--threads", str(args.threads), "--steps", steps,
+                      "--warmup", str(args.warmup)]
             ours_only = ["--conv-kernel", args.conv_kernel]
             ours, theirs, ceilings, core = [], [], [], ""
             if args.max_isa:
