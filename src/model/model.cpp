@@ -403,7 +403,8 @@ void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
 void forward_layer(const Pass& s, const Layer& l, const float* residual = nullptr) {
   s.timed(l.name, Phase::kForward, [&] {
     switch (l.kind) {
-      case LayerKind::kConv: {
+      case LayerKind::kConv:
+      case LayerKind::kLinear: {
         kernels::ConvCall c;
         c.N = s.n;
         c.in = l.input;
@@ -411,6 +412,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         c.out = l.output;
         c.scratch = s.conv_scratch;
         l.kernel[int(kernels::ConvPass::kForward)]->run(c);
+        if (l.kind == LayerKind::kLinear)
+          layers::linear_add_bias(l.output, s.param(l, entry::kBias).value, s.n, l.out.C);
         break;
       }
       case LayerKind::kBatchNorm:
@@ -425,17 +428,6 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
       case LayerKind::kGlobalAvgPool:
         layers::global_avg_pool_forward(l.output, l.input, s.n, l.in.H * l.in.W, l.in.C);
         break;
-      case LayerKind::kLinear: {
-        kernels::ConvCall c;
-        c.N = s.n;
-        c.in = l.input;
-        c.weight = s.param(l, entry::kWeight).value;
-        c.out = l.output;
-        c.scratch = s.conv_scratch;
-        l.kernel[int(kernels::ConvPass::kForward)]->run(c);
-        layers::linear_add_bias(l.output, s.param(l, entry::kBias).value, s.n, l.out.C);
-        break;
-      }
     }
   });
 }
