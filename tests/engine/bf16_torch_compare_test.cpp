@@ -38,6 +38,7 @@ struct Step {
   double loss = 0;
   std::vector<std::vector<float>> grads;  // trainable parameters, in table order
   std::vector<std::string> names;
+  int fp32_passes = 0;  // conv/classifier passes on an fp32 kernel (a bf16 run may measure them in)
 };
 
 // One training step of a model with these weights in `precision`.
@@ -54,6 +55,8 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
   nostrum::testing::use_conv_kernels(*m, conv_kernels);
   io::load_weights(weights, m->parameters());
   Step s;
+  for (const kernels::ConvChoice& row : m->conv_kernels().rows)
+    s.fp32_passes += !kernels::find_conv_candidate(row.chosen)->supports(kernels::Precision::kBf16);
   const float* logits = m->forward(images.data(), c.batch, true);
   s.logits.assign(logits, logits + size_t(c.batch) * c.classes);
   s.loss = m->loss(labels.data(), 0.1f, 1.0f / c.batch);
@@ -109,6 +112,11 @@ double worst_grad(const Step& a, const std::string& ref, const std::string& grou
   return worst;
 }
 
+// The modes whose every pass must run a bf16 kernel: all but the measured choice.
+bool precision_must_show(const std::string& mode) {
+  return mode != "measure";
+}
+
 void compare(const Case& c) {
   // Weights: the model's init with BN parameters as torch_compare_test.cpp sets them (small last
   // gammas keep a batch-2 deep ResNet's gradients well-conditioned).
@@ -162,7 +170,8 @@ void compare(const Case& c) {
       const double e = relative_error(a.data(), b.data(), a.size());
       if (e > torch_grad) torch_grad = e, w_torch = name;
     }
-    WARN(c.name << " bf16 relative errors against fp32: logits nostrum " << ours_logits
+    WARN(c.name << " (" << bf16.fp32_passes << " passes on fp32 kernels)"
+                << " bf16 relative errors against fp32: logits nostrum " << ours_logits
                 << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
                 << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss
                 << "; worst gradient nostrum " << ours_grad32 << " (" << w_ours32 << ") PyTorch "
@@ -170,7 +179,12 @@ void compare(const Case& c) {
                 << ours_vs_torch16 << ", worst gradient " << ours_grad_torch16 << " (" << w_ours
                 << ")");
     const double bf16_visible = std::ldexp(1.0, -12), broken = std::ldexp(1.0, -3);
-    CHECK(ours_logits > bf16_visible);
+    // bf16 must show where every pass ran a bf16 kernel; the measured choice may take fp32
+    // kernels for some or all passes (where they are faster), which only lowers the error.
+    INFO(bf16.fp32_passes << " passes on fp32 kernels");
+    const bool all_bf16 = bf16.fp32_passes == 0;
+    if (precision_must_show(mode)) CHECK(all_bf16);
+    if (all_bf16) CHECK(ours_logits > bf16_visible);
     CHECK(ours_logits < broken);
     CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
     // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a
@@ -193,7 +207,7 @@ void compare(const Case& c) {
     INFO("nostrum bf16 loss " << bf16.loss << ", PyTorch bf16 loss " << torch_bf16_loss
                               << ", bound " << loss_bound);
     CHECK(std::abs(bf16.loss - torch_bf16_loss) <= loss_bound);
-    CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
+    if (all_bf16) CHECK(ours_grad32 > bf16_visible);  // the gradients did go through bf16
     CHECK(ours_grad32 <= 1.5 * torch_grad);
     CHECK(torch_logits < broken);
   }
