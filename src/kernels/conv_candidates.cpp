@@ -14,16 +14,13 @@
 
 namespace nostrum::kernels {
 
+const std::vector<std::string>& conv_pass_names() {
+  static const std::vector<std::string> names = {"forward", "backward_data", "backward_weights"};
+  return names;
+}
+
 const char* conv_pass_name(ConvPass pass) {
-  switch (pass) {
-    case ConvPass::kForward:
-      return "forward";
-    case ConvPass::kBackwardData:
-      return "backward_data";
-    case ConvPass::kBackwardWeights:
-      return "backward_weights";
-  }
-  return "?";
+  return conv_pass_names()[int(pass)].c_str();
 }
 
 namespace {

@@ -12,11 +12,22 @@
 #include <nlohmann/json.hpp>
 
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 
 namespace nostrum::kernels {
 
 using Json = nlohmann::ordered_json;
+
+namespace {
+
+// ConvChoiceSource's names, in enum order.
+const std::vector<std::string>& conv_choice_source_names() {
+  static const std::vector<std::string> names = {"measured", "cached", "forced", "fixed"};
+  return names;
+}
+
+}  // namespace
 
 bool same_shape(const ConvPassShape& a, const ConvPassShape& b) {
   const ConvGeometry &x = a.g, &y = b.g;
@@ -32,17 +43,7 @@ std::string conv_shape_name(const ConvGeometry& g) {
 }
 
 const char* conv_choice_source_name(ConvChoiceSource source) {
-  switch (source) {
-    case ConvChoiceSource::kMeasured:
-      return "measured";
-    case ConvChoiceSource::kCached:
-      return "cached";
-    case ConvChoiceSource::kForced:
-      return "forced";
-    case ConvChoiceSource::kFixedRule:
-      return "fixed";
-  }
-  return "?";
+  return conv_choice_source_names()[int(source)].c_str();
 }
 
 const ConvChoice* ConvChoiceTable::find(const ConvPassShape& shape) const {
@@ -211,19 +212,6 @@ Json geometry_json(const ConvGeometry& g) {
               {"R", g.R}, {"S", g.S}, {"stride", g.stride}, {"pad", g.pad}};
 }
 
-ConvPass pass_from_name(const std::string& name, const std::string& what) {
-  for (ConvPass p : kConvPasses)
-    if (name == conv_pass_name(p)) return p;
-  throw ShapeError("unknown conv pass '" + name + "'", what);
-}
-
-ConvChoiceSource source_from_name(const std::string& name, const std::string& what) {
-  for (ConvChoiceSource s : {ConvChoiceSource::kMeasured, ConvChoiceSource::kCached,
-                             ConvChoiceSource::kForced, ConvChoiceSource::kFixedRule})
-    if (name == conv_choice_source_name(s)) return s;
-  throw ShapeError("unknown conv choice source '" + name + "'", what);
-}
-
 }  // namespace
 
 std::string conv_choices_to_json(const ConvChoiceTable& table) {
@@ -259,14 +247,16 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
       ConvGeometry& g = row.shape.g;
       g.N = s.at("N"), g.H = s.at("H"), g.W = s.at("W"), g.C = s.at("C"), g.K = s.at("K");
       g.R = s.at("R"), g.S = s.at("S"), g.stride = s.at("stride"), g.pad = s.at("pad");
-      row.shape.pass = pass_from_name(r.at("pass").get<std::string>(), what);
+      row.shape.pass =
+          parse_enum_name<ConvPass>(r.at("pass").get<std::string>(), conv_pass_names(), "pass");
       for (const Json& t : r.at("timings"))
         row.timings.push_back(ConvTiming{t.at("candidate").get<std::string>(),
                                          t.at("seconds").get<double>(), t.at("calls").get<int>()});
       row.chosen = r.at("chosen").get<std::string>();
       NOSTRUM_CHECK(find_conv_candidate(row.chosen) != nullptr, ShapeError,
                     "unknown conv kernel '" + row.chosen + "'", what);
-      row.source = source_from_name(r.at("source").get<std::string>(), what);
+      row.source = parse_enum_name<ConvChoiceSource>(r.at("source").get<std::string>(),
+                                                     conv_choice_source_names(), "source");
       table.rows.push_back(row);
     }
   } catch (const nlohmann::json::exception& e) {

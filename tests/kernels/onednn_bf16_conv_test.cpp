@@ -65,6 +65,6 @@ TEST_CASE("oneDNN bf16 conv: refused naming the feature where bf16 is not native
   if (nostrum::kernels::onednn_bf16_native()) return;  // nothing to refuse here
   CHECK_FALSE(nostrum::kernels::onednn_bf16_candidate().available(nostrum::cpu_features()));
   CHECK_THROWS_WITH(
-      OnednnConv(geometry(1, 5, 5, 4, 4, 3, 3, 1, 1), OnednnPass::kForward, Precision::kBf16),
+      OnednnConv(geometry(1, 5, 5, 4, 4, 3, 3, 1, 1), ConvPass::kForward, Precision::kBf16),
       Catch::Contains("need AVX512_BF16 or AMX"));
 }

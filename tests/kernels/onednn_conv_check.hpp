@@ -24,8 +24,8 @@
 namespace onednn_check {
 
 using nostrum::kernels::ConvGeometry;
+using nostrum::kernels::ConvPass;
 using nostrum::kernels::OnednnConv;
-using nostrum::kernels::OnednnPass;
 using nostrum::kernels::Precision;
 
 // ResNet-50's convolutions at 64x64 (every channel count, kernel, stride and padding of the 224
@@ -195,7 +195,7 @@ inline double check_passes(const ConvGeometry& g, const Tensors& t, const Refere
       name(g) + " " + nostrum::kernels::precision_name(p) + " threads " + std::to_string(threads);
   double worst = 0.0;
   {
-    OnednnConv conv(g, OnednnPass::kForward, p);
+    OnednnConv conv(g, ConvPass::kForward, p);
     INFO(what << " forward: " << conv.implementation());
     Workspace ws(conv);
     auto out = nan_filled(t.d_out.size());
@@ -205,7 +205,7 @@ inline double check_passes(const ConvGeometry& g, const Tensors& t, const Refere
                                           what + " forward"));
   }
   {
-    OnednnConv conv(g, OnednnPass::kBackwardData, p);
+    OnednnConv conv(g, ConvPass::kBackwardData, p);
     INFO(what << " backward-data: " << conv.implementation());
     Workspace ws(conv);
     for (bool accumulate : {false, true}) {  // one object: accumulate is per call
@@ -219,7 +219,7 @@ inline double check_passes(const ConvGeometry& g, const Tensors& t, const Refere
     }
   }
   {
-    OnednnConv conv(g, OnednnPass::kBackwardWeights, p);
+    OnednnConv conv(g, ConvPass::kBackwardWeights, p);
     INFO(what << " backward-weights: " << conv.implementation());
     Workspace ws(conv);
     auto d_weight = nan_filled(t.weight.size());
@@ -290,7 +290,7 @@ inline void check_accumulate_in_chunks(Precision p) {
     std::mt19937 rng(uint32_t(g.N));
     const Tensors t = random_tensors(g, rng);
     const Reference ref(g, t);
-    OnednnConv conv(g, OnednnPass::kBackwardData, p);
+    OnednnConv conv(g, ConvPass::kBackwardData, p);
     Workspace ws(conv);
     INFO(name(g) << " workspace " << conv.workspace_bytes() << " bytes");
     CHECK(conv.workspace_bytes() < size_t(g.N) * g.H * g.W * g.C * sizeof(float));  // chunked

@@ -48,7 +48,7 @@ TEST_CASE("oneDNN conv: an object called at another thread count recreates its p
   const Tensors t = random_tensors(g, rng);
   const Reference ref(g, t);
   omp_set_num_threads(2);
-  OnednnConv conv(g, OnednnPass::kBackwardWeights, Precision::kFp32);
+  OnednnConv conv(g, ConvPass::kBackwardWeights, Precision::kFp32);
   Workspace ws(conv);
   omp_set_num_threads(1);
   auto d_weight = nan_filled(t.weight.size());
@@ -73,10 +73,10 @@ TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is 
   CHECK(!library.isa.empty());
   const ConvGeometry g = geometry(1, 5, 5, 4, 4, 3, 3, 1, 1);
   CHECK_THROWS_AS(
-      OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), OnednnPass::kForward, Precision::kFp32),
+      OnednnConv(geometry(1, 2, 2, 4, 4, 3, 3, 1, 0), ConvPass::kForward, Precision::kFp32),
       nostrum::ShapeError);
-  OnednnConv forward(g, OnednnPass::kForward, Precision::kFp32);
-  CHECK(forward.pass() == OnednnPass::kForward);
+  OnednnConv forward(g, ConvPass::kForward, Precision::kFp32);
+  CHECK(forward.pass() == ConvPass::kForward);
   CHECK(forward.workspace_bytes() > 0);  // the weights in oneDNN's blocked layout at least
   Workspace ws(forward);
   std::vector<float> x(100), w(144), y(100);
@@ -92,7 +92,7 @@ TEST_CASE("oneDNN conv: a primitive needing more than the workspace limit uses i
   std::mt19937 rng(4);
   const Tensors t = random_tensors(g, rng);
   const Reference ref(g, t);
-  OnednnConv conv(g, OnednnPass::kBackwardData, Precision::kFp32, /*workspace_limit=*/0);
+  OnednnConv conv(g, ConvPass::kBackwardData, Precision::kFp32, /*workspace_limit=*/0);
   CHECK(conv.workspace_bytes() == 0);
   auto d_in = nan_filled(t.in.size());
   conv.backward_data(d_in.data(), t.d_out.data(), t.weight.data(), false, nullptr);

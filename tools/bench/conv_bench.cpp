@@ -364,11 +364,11 @@ int main(int argc, char** argv) try {
       }
     if (!opt.onednn) continue;
     // oneDNN: the three primitives created once (not timed), then timed like nostrum's modes.
+    using nostrum::kernels::ConvPass;
     using nostrum::kernels::OnednnConv;
-    using nostrum::kernels::OnednnPass;
-    OnednnConv forward(g, OnednnPass::kForward, opt.precision),
-        backward_data(g, OnednnPass::kBackwardData, opt.precision),
-        backward_weights(g, OnednnPass::kBackwardWeights, opt.precision);
+    OnednnConv forward(g, ConvPass::kForward, opt.precision),
+        backward_data(g, ConvPass::kBackwardData, opt.precision),
+        backward_weights(g, ConvPass::kBackwardWeights, opt.precision);
     workspace.resize(std::max({forward.workspace_bytes(), backward_data.workspace_bytes(),
                                backward_weights.workspace_bytes()}) +
                      64);

@@ -20,7 +20,9 @@ enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
 inline constexpr ConvPass kConvPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
                                            ConvPass::kBackwardWeights};
 
-// "forward", "backward_data", "backward_weights" (the names the table and the cache use).
+// "forward", "backward_data", "backward_weights" (the names the table and the cache use), in enum
+// order (core/enum_names.hpp's parse_enum_name reads them back).
+const std::vector<std::string>& conv_pass_names();
 const char* conv_pass_name(ConvPass pass);
 
 // One call's tensors, all NHWC activations and (K, C, R, S) weights, fp32 in memory whatever the

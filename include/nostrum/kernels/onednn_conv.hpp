@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/precision.hpp"
 #include "nostrum/kernels/window.hpp"
 
@@ -26,10 +27,6 @@ const OnednnLibrary& onednn_library();
 // cap), not emulated in fp32.
 bool onednn_bf16_native();
 
-// The three passes of a convolution.
-enum class OnednnPass { kForward, kBackwardData, kBackwardWeights };
-const char* onednn_pass_name(OnednnPass pass);  // "forward" | "backward-data" | "backward-weights"
-
 // One pass of one convolution geometry at one precision: the primitive, the weights' layout it
 // chose and the reorders into and out of nostrum's layouts are created once, here; a call runs the
 // reorders and the primitive and allocates nothing. Its working memory (oneDNN's scratchpad in
@@ -47,7 +44,7 @@ class OnednnConv {
   // false; Error naming the pass and geometry should oneDNN refuse it. workspace_limit: the most
   // the caller's workspace can hold; a primitive needing more uses memory of its own, allocated
   // here (workspace_bytes() is then 0).
-  OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+  OnednnConv(const ConvGeometry& g, ConvPass pass, Precision precision,
              size_t workspace_limit = SIZE_MAX);
   ~OnednnConv();
   OnednnConv(OnednnConv&&) noexcept;
@@ -69,7 +66,7 @@ class OnednnConv {
   // The implementation oneDNN chose for the convolution, e.g. "brgconv:avx512_core_bf16";
   // "ref:any" is its slow reference code.
   std::string implementation() const;
-  OnednnPass pass() const;
+  ConvPass pass() const;
   const ConvGeometry& geometry() const;
 
  private:

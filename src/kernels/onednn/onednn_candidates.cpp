@@ -12,22 +12,10 @@ namespace nostrum::kernels {
 
 namespace {
 
-OnednnPass onednn_pass(ConvPass pass) {
-  switch (pass) {
-    case ConvPass::kForward:
-      return OnednnPass::kForward;
-    case ConvPass::kBackwardData:
-      return OnednnPass::kBackwardData;
-    case ConvPass::kBackwardWeights:
-      return OnednnPass::kBackwardWeights;
-  }
-  return OnednnPass::kForward;
-}
-
 class PreparedOnednn final : public PreparedConv {
  public:
   PreparedOnednn(const ConvGeometry& g, ConvPass pass, Precision precision)
-      : g_(g), pass_(onednn_pass(pass)), precision_(precision) {
+      : g_(g), pass_(pass), precision_(precision) {
     const OnednnConv& conv = convs_.emplace(g.N, OnednnConv(g, pass_, precision)).first->second;
     scratch_floats_ = Arena::padded((conv.workspace_bytes() + sizeof(float) - 1) / sizeof(float));
   }
@@ -35,13 +23,13 @@ class PreparedOnednn final : public PreparedConv {
   void run(const ConvCall& c) override {
     OnednnConv& conv = at(c.N);
     switch (pass_) {
-      case OnednnPass::kForward:
+      case ConvPass::kForward:
         conv.forward(c.out, c.in, c.weight, c.scratch);
         break;
-      case OnednnPass::kBackwardData:
+      case ConvPass::kBackwardData:
         conv.backward_data(c.d_in, c.d_out, c.weight, c.accumulate_d_in, c.scratch);
         break;
-      case OnednnPass::kBackwardWeights:
+      case ConvPass::kBackwardWeights:
         conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch);
         break;
     }
@@ -60,7 +48,7 @@ class PreparedOnednn final : public PreparedConv {
   }
 
   ConvGeometry g_;
-  OnednnPass pass_;
+  ConvPass pass_;
   Precision precision_;
   size_t scratch_floats_ = 0;
   std::map<int, OnednnConv> convs_;

@@ -138,21 +138,9 @@ bool onednn_bf16_native() {
          (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx);
 }
 
-const char* onednn_pass_name(OnednnPass pass) {
-  switch (pass) {
-    case OnednnPass::kForward:
-      return "forward";
-    case OnednnPass::kBackwardData:
-      return "backward-data";
-    case OnednnPass::kBackwardWeights:
-      return "backward-weights";
-  }
-  return "?";
-}
-
 struct OnednnConv::Impl {
   ConvGeometry g;
-  OnednnPass pass;
+  ConvPass pass;
   Precision precision;
   int threads = 0;  // the pool size the primitives were created for
 
@@ -263,7 +251,7 @@ void OnednnConv::Impl::build() {
   };
 
   switch (pass) {
-    case OnednnPass::kForward: {
+    case ConvPass::kForward: {
       conv = dnnl::convolution_forward(forward_pd);
       implementation = forward_pd.impl_info_str();
       scratch = std::max(scratch, forward_pd.scratchpad_desc().get_size());
@@ -271,7 +259,7 @@ void OnednnConv::Impl::build() {
       prepare_rounded(in_md, forward_pd.src_desc(), activation_in, activation);
       break;
     }
-    case OnednnPass::kBackwardData: {
+    case ConvPass::kBackwardData: {
       const dnnl::convolution_backward_data::desc desc(algorithm, in_md, weight_any, out_op,
                                                        strides, pad_l, pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, cpu_engine(),
@@ -314,7 +302,7 @@ void OnednnConv::Impl::build() {
       if (chunk == g.N) sum = region(in_md);
       break;
     }
-    case OnednnPass::kBackwardWeights: {
+    case ConvPass::kBackwardWeights: {
       const dnnl::convolution_backward_weights::desc desc(algorithm, in_op, weight_gradient_any,
                                                           out_op, strides, pad_l, pad_r);
       const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, cpu_engine(),
@@ -351,14 +339,14 @@ void OnednnConv::Impl::make_args() {
   conv_args = accumulate_args = chunk_args = activation_in_args = gradient_in_args =
       weight_gradient_out_args = Args{};
   switch (pass) {
-    case OnednnPass::kForward:
+    case ConvPass::kForward:
       if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
       conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
                    {DNNL_ARG_WEIGHTS, w},
                    {DNNL_ARG_DST, out_user},
                    {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
       break;
-    case OnednnPass::kBackwardData: {
+    case ConvPass::kBackwardData: {
       if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
       const memory& diff_dst = gradient_in ? gradient.m : out_user;
       conv_args = {{DNNL_ARG_DIFF_DST, diff_dst},
@@ -374,7 +362,7 @@ void OnednnConv::Impl::make_args() {
                       {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
       break;
     }
-    case OnednnPass::kBackwardWeights:
+    case ConvPass::kBackwardWeights:
       if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
       if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
       conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
@@ -387,7 +375,7 @@ void OnednnConv::Impl::make_args() {
   }
 }
 
-OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precision,
+OnednnConv::OnednnConv(const ConvGeometry& g, ConvPass pass, Precision precision,
                        size_t workspace_limit)
     : impl_(std::make_unique<Impl>()) {
   NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
@@ -404,7 +392,7 @@ OnednnConv::OnednnConv(const ConvGeometry& g, OnednnPass pass, Precision precisi
   try {
     m.build();
   } catch (const dnnl::error& e) {
-    throw Error(std::string("oneDNN could not create the ") + onednn_pass_name(pass) +
+    throw Error(std::string("oneDNN could not create the ") + conv_pass_name(pass) +
                     " primitive: " + e.what(),
                 describe(g));
   }
@@ -422,9 +410,9 @@ void add_into(float* dst, const float* add, int64_t count) {
   for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
 }
 
-void require_pass(OnednnPass have, OnednnPass want, const char* call, const ConvGeometry& g) {
+void require_pass(ConvPass have, ConvPass want, const char* call, const ConvGeometry& g) {
   NOSTRUM_CHECK(have == want, Error,
-                std::string("OnednnConv::") + call + " on a " + onednn_pass_name(have) + " object",
+                std::string("OnednnConv::") + call + " on a " + conv_pass_name(have) + " object",
                 describe(g));
 }
 
@@ -432,7 +420,7 @@ void require_pass(OnednnPass have, OnednnPass want, const char* call, const Conv
 
 void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace) {
   Impl& m = *impl_;
-  require_pass(m.pass, OnednnPass::kForward, "forward", m.g);
+  require_pass(m.pass, ConvPass::kForward, "forward", m.g);
   m.attach(workspace);
   Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
   Impl::run(m.weight_in, m.weight_in_args);
@@ -444,7 +432,7 @@ void OnednnConv::forward(float* out, const float* in, const float* weight, void*
 void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
                                bool accumulate, void* workspace) {
   Impl& m = *impl_;
-  require_pass(m.pass, OnednnPass::kBackwardData, "backward_data", m.g);
+  require_pass(m.pass, ConvPass::kBackwardData, "backward_data", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.weight_user, weight), Impl::point(m.in_user, d_in);
   Impl::run(m.weight_in, m.weight_in_args);
@@ -475,7 +463,7 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
 void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in,
                                   void* workspace) {
   Impl& m = *impl_;
-  require_pass(m.pass, OnednnPass::kBackwardWeights, "backward_weights", m.g);
+  require_pass(m.pass, ConvPass::kBackwardWeights, "backward_weights", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.in_user, in), Impl::point(m.weight_user, d_weight);
   Impl::run(m.activation_in, m.activation_in_args);
@@ -493,7 +481,7 @@ std::string OnednnConv::implementation() const {
   return impl_->implementation;
 }
 
-OnednnPass OnednnConv::pass() const {
+ConvPass OnednnConv::pass() const {
   return impl_->pass;
 }
 
