@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <random>
 #include <set>
 #include <tuple>
@@ -67,4 +68,68 @@ TEST_CASE("oneDNN bf16 conv: refused naming the feature where bf16 is not native
   CHECK_THROWS_WITH(
       OnednnConv(geometry(1, 5, 5, 4, 4, 3, 3, 1, 1), ConvPass::kForward, Precision::kBf16),
       Catch::Contains("need AVX512_BF16 or AMX"));
+}
+
+TEST_CASE(
+    "oneDNN bf16 candidate: a pass whose bf16 copies exceed the budget runs image chunk by "
+    "chunk, at the batch and a partial one",
+    "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  using nostrum::kernels::ConvCall;
+  std::mt19937 rng(21);
+  for (const ConvGeometry& g :
+       {geometry(7, 12, 11, 20, 24, 3, 3, 1, 1), geometry(5, 9, 9, 16, 8, 1, 1, 2, 0)}) {
+    for (ConvPass pass :
+         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+      // The budget of two images' copies: 4 chunks of 7 images, 3 of 5.
+      const size_t in = size_t(g.H) * g.W * g.C * 2, out = size_t(g.P()) * g.Q() * g.K * 2;
+      const size_t per_image = pass == ConvPass::kForward        ? in
+                               : pass == ConvPass::kBackwardData ? out
+                                                                 : in + out;
+      int chunks = 0, whole_chunks = 0;
+      auto chunked =
+          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, 2 * per_image, &chunks);
+      auto whole =
+          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX, &whole_chunks);
+      CHECK(chunks == (g.N + 1) / 2);
+      CHECK(whole_chunks == 1);
+      CHECK(chunked->scratch_floats() < whole->scratch_floats());
+      Workspace scratch(chunked->scratch_floats() * sizeof(float));
+      for (int N : {g.N, 3, g.N}) {
+        ConvGeometry gn = g;
+        gn.N = N;
+        const Tensors t = random_tensors(gn, rng);
+        const Reference ref(gn, t);
+        for (bool accumulate : {false, true}) {
+          if (accumulate && pass != ConvPass::kBackwardData) continue;
+          const std::string what =
+              name(gn) + " " + nostrum::kernels::conv_pass_name(pass) + (accumulate ? " +=" : "");
+          ConvCall call;
+          call.N = N;
+          call.scratch = static_cast<float*>(scratch.data());
+          call.accumulate_d_in = accumulate;
+          auto result = nan_filled(pass == ConvPass::kForward        ? t.d_out.size()
+                                   : pass == ConvPass::kBackwardData ? t.in.size()
+                                                                     : t.weight.size());
+          if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result.begin());
+          call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
+          if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
+          if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
+          if (pass == ConvPass::kBackwardWeights)
+            call.weight = nullptr, call.d_weight = result.data();
+          chunked->run(call);
+          scratch.require_guard(what);
+          if (pass == ConvPass::kForward)
+            require_close(result, ref.out, ref.out_abs, ref.out_terms, Precision::kBf16, nullptr,
+                          what);
+          else if (pass == ConvPass::kBackwardData)
+            require_close(result, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kBf16,
+                          accumulate ? &t.d_in_base : nullptr, what);
+          else
+            require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms,
+                          Precision::kBf16, nullptr, what);
+        }
+      }
+    }
+  }
 }

@@ -1,8 +1,10 @@
 // The oneDNN candidates: a PreparedConv holds one OnednnConv per batch size it has been called at
 // (the prepared batch, then the last partial batch or evaluation's), each created on its first
-// call.
+// call. bf16: a pass whose bf16 operand copies would exceed a budget runs chunk by chunk of whole
+// images (NHWC: a chunk is contiguous), so those copies stay small in the shared conv scratch.
 #include "nostrum/kernels/onednn_candidates.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "nostrum/core/arena.hpp"
@@ -12,45 +14,88 @@ namespace nostrum::kernels {
 
 namespace {
 
+// Bytes of one image's bf16 operand copies in a pass (the input, the output gradient or both);
+// 0 in fp32, where oneDNN reads nostrum's tensors as they are.
+size_t bf16_copy_bytes_per_image(const ConvGeometry& g, ConvPass pass, Precision precision) {
+  if (precision != Precision::kBf16) return 0;
+  const size_t in = size_t(g.H) * g.W * g.C, out = size_t(g.P()) * g.Q() * g.K;
+  const size_t words = pass == ConvPass::kForward        ? in
+                       : pass == ConvPass::kBackwardData ? out
+                                                         : in + out;
+  return words * 2;
+}
+
 class PreparedOnednn final : public PreparedConv {
  public:
-  PreparedOnednn(const ConvGeometry& g, ConvPass pass, Precision precision)
+  PreparedOnednn(const ConvGeometry& g, ConvPass pass, Precision precision, size_t copy_budget)
       : g_(g), pass_(pass), precision_(precision) {
-    const OnednnConv& conv = convs_.emplace(g.N, OnednnConv(g, pass_, precision)).first->second;
-    scratch_floats_ = Arena::padded((conv.workspace_bytes() + sizeof(float) - 1) / sizeof(float));
+    const size_t per_image = bf16_copy_bytes_per_image(g, pass, precision);
+    const int most = per_image ? int(std::clamp<size_t>(copy_budget / per_image, 1, g.N)) : g.N;
+    chunks_ = (g.N + most - 1) / most;
+    ConvGeometry first = g;
+    first.N = chunk_images(g.N, 0);  // the largest chunk
+    const OnednnConv& conv =
+        convs_.emplace(first.N, OnednnConv(first, pass_, precision)).first->second;
+    // A chunked weight gradient sums its chunks' gradients through a buffer after the workspace.
+    partial_floats_ =
+        chunks_ > 1 && pass == ConvPass::kBackwardWeights ? Arena::padded(weight_floats()) : 0;
+    conv_floats_ = Arena::padded((conv.workspace_bytes() + sizeof(float) - 1) / sizeof(float));
+    scratch_floats_ = conv_floats_ + partial_floats_;
   }
   size_t scratch_floats() const override { return scratch_floats_; }
+  int chunks() const { return chunks_; }
   void run(const ConvCall& c) override {
-    OnednnConv& conv = at(c.N);
-    switch (pass_) {
-      case ConvPass::kForward:
-        conv.forward(c.out, c.in, c.weight, c.scratch);
-        break;
-      case ConvPass::kBackwardData:
-        conv.backward_data(c.d_in, c.d_out, c.weight, c.accumulate_d_in, c.scratch);
-        break;
-      case ConvPass::kBackwardWeights:
-        conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch);
-        break;
+    // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
+    const int chunks = std::min(chunks_, c.N);
+    const size_t in_image = size_t(g_.H) * g_.W * g_.C, out_image = size_t(g_.P()) * g_.Q() * g_.K;
+    float* partial = c.scratch + conv_floats_;
+    for (int i = 0, n0 = 0; i < chunks; ++i) {
+      const int n = split_images(c.N, chunks, i);
+      OnednnConv& conv = at(n);
+      switch (pass_) {
+        case ConvPass::kForward:
+          conv.forward(c.out + n0 * out_image, c.in + n0 * in_image, c.weight, c.scratch);
+          break;
+        case ConvPass::kBackwardData:
+          conv.backward_data(c.d_in + n0 * in_image, c.d_out + n0 * out_image, c.weight,
+                             c.accumulate_d_in, c.scratch);
+          break;
+        case ConvPass::kBackwardWeights:
+          conv.backward_weights(i == 0 ? c.d_weight : partial, c.d_out + n0 * out_image,
+                                c.in + n0 * in_image, c.scratch);
+          if (i > 0) add_into(c.d_weight, partial, int64_t(weight_floats()));
+          break;
+      }
+      n0 += n;
     }
   }
 
  private:
-  // The primitive for batch N; one of a smaller batch whose workspace would not fit the shared
-  // scratch uses its own (OnednnConv allocates it once, on creation).
+  size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
+  // Images of chunk i when N images go in `chunks` chunks: N / chunks, the first N % chunks one
+  // more (so at most two primitives per batch size).
+  static int split_images(int N, int chunks, int i) { return N / chunks + (i < N % chunks); }
+  int chunk_images(int N, int i) const { return split_images(N, chunks_, i); }
+  static void add_into(float* dst, const float* add, int64_t count) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
+  }
+  // The primitive for N images; one whose workspace would not fit the scratch before the partial
+  // buffer uses its own (OnednnConv allocates it once, on creation).
   OnednnConv& at(int N) {
     auto it = convs_.find(N);
     if (it != convs_.end()) return it->second;
     ConvGeometry g = g_;
     g.N = N;
-    return convs_.emplace(N, OnednnConv(g, pass_, precision_, scratch_floats_ * sizeof(float)))
+    return convs_.emplace(N, OnednnConv(g, pass_, precision_, conv_floats_ * sizeof(float)))
         .first->second;
   }
 
   ConvGeometry g_;
   ConvPass pass_;
   Precision precision_;
-  size_t scratch_floats_ = 0;
+  int chunks_ = 1;
+  size_t conv_floats_ = 0, partial_floats_ = 0, scratch_floats_ = 0;
   std::map<int, OnednnConv> convs_;
 };
 
@@ -74,7 +119,7 @@ class OnednnCandidate final : public ConvCandidate {
   bool fits(const ConvGeometry&, ConvPass) const override { return true; }
   std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
                                         Precision) const override {
-    return std::make_unique<PreparedOnednn>(g, pass, precision_);
+    return std::make_unique<PreparedOnednn>(g, pass, precision_, kOnednnBf16CopyBudgetBytes);
   }
 
  private:
@@ -82,6 +127,14 @@ class OnednnCandidate final : public ConvCandidate {
 };
 
 }  // namespace
+
+std::unique_ptr<PreparedConv> prepare_onednn(const ConvGeometry& g, ConvPass pass,
+                                             Precision precision, size_t copy_budget_bytes,
+                                             int* chunks) {
+  auto prepared = std::make_unique<PreparedOnednn>(g, pass, precision, copy_budget_bytes);
+  if (chunks) *chunks = prepared->chunks();
+  return prepared;
+}
 
 const ConvCandidate& onednn_fp32_candidate() {
   static const OnednnCandidate candidate(Precision::kFp32);
