@@ -22,17 +22,18 @@ def best_seconds(repeats, fn):
     return min(times)
 
 
-def time_conv(geo, repeats):
-    """Best seconds of forward, backward-data, backward-weights over NCHW and channels_last."""
+def time_conv(geo, repeats, dtype=torch.float32):
+    """Best seconds of forward, backward-data, backward-weights over NCHW and channels_last, the
+    tensors in `dtype` (torch.bfloat16: what autocast's convolutions see, bf16 in and out)."""
     n, h, w, c, k = geo["N"], geo["H"], geo["W"], geo["C"], geo["K"]
     r, s, stride, pad = geo["R"], geo["S"], geo["stride"], geo["pad"]
     p = (h + 2 * pad - r) // stride + 1
     q = (w + 2 * pad - s) // stride + 1
     best = {}
     for fmt in (torch.contiguous_format, torch.channels_last):
-        x = torch.randn(n, c, h, w).to(memory_format=fmt)
-        weight = torch.randn(k, c, r, s).to(memory_format=fmt)
-        dy = torch.randn(n, k, p, q).to(memory_format=fmt)
+        x = torch.randn(n, c, h, w).to(dtype).to(memory_format=fmt)
+        weight = torch.randn(k, c, r, s).to(dtype).to(memory_format=fmt)
+        dy = torch.randn(n, k, p, q).to(dtype).to(memory_format=fmt)
         args = ([stride, stride], [pad, pad], [1, 1], False, [0, 0], 1)
         with torch.no_grad():
             fwd = best_seconds(repeats, lambda: torch.nn.functional.conv2d(
