@@ -78,21 +78,58 @@ double median_of(std::vector<double> seconds) {
 
 }  // namespace
 
+namespace {
+
+// p[i] = pattern(base + i) for i in [begin, end), on the pool.
+void fill_pattern(float* p, uint64_t base, size_t begin, size_t end) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = int64_t(begin); i < int64_t(end); ++i) p[i] = pattern(base + uint64_t(i));
+}
+
+void fill_zero(float* p, size_t begin, size_t end) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = int64_t(begin); i < int64_t(end); ++i) p[i] = 0.0f;
+}
+
+}  // namespace
+
+ConvMeasureBuffers::ConvMeasureBuffers(float* memory, size_t floats) {
+  if (!memory) return;
+  const size_t quarter = floats / 4 / Arena::kAlignFloats * Arena::kAlignFloats;
+  for (int i = 0; i < 4; ++i) borrowed_[i] = Borrowed{memory + size_t(i) * quarter, quarter, 0};
+}
+
+ConvMeasureBuffers::~ConvMeasureBuffers() {
+  for (Borrowed& b : borrowed_) fill_zero(b.data, 0, b.used);
+}
+
 float* ConvMeasureBuffers::operand(int which, size_t floats) {
+  const uint64_t base = uint64_t(which) << 40;
+  Borrowed& b = borrowed_[which];
+  if (floats <= b.capacity) {
+    if (b.used < floats) {
+      if (which < 2)
+        fill_pattern(b.data, base, b.used, floats);
+      else
+        fill_zero(b.data, b.used, floats);
+      b.used = floats;
+    }
+    return b.data;
+  }
   std::vector<float>& v = operands_[which];
   if (v.size() < floats) {
     v.assign(floats, 0.0f);
-    if (which < 2) {
-      const uint64_t base = uint64_t(which) << 40;
-      float* p = v.data();
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < int64_t(floats); ++i) p[i] = pattern(base + uint64_t(i));
-    }
+    if (which < 2) fill_pattern(v.data(), base, 0, floats);
   }
   return v.data();
 }
 
 float* ConvMeasureBuffers::scratch(size_t floats) {
+  Borrowed& b = borrowed_[3];
+  if (floats <= b.capacity) {
+    b.used = std::max(b.used, floats);
+    return b.data;
+  }
   if (scratch_.capacity() < floats) scratch_ = Arena(floats, "conv measurement scratch");
   return scratch_.data();
 }

@@ -66,7 +66,8 @@ ConvChoice fixed_rule(const ConvPassShape& s, Precision precision, int threads) 
 
 ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
                                     int threads, const ConvKernelRequest& request,
-                                    std::vector<std::string>* notes) {
+                                    std::vector<std::string>* notes, float* idle_memory,
+                                    size_t idle_floats) {
   ConvChoiceTable table;
   table.precision = precision;
   table.threads = threads;
@@ -115,7 +116,7 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
   }
   const double t0 = omp_get_wtime();
   bool measured = false;
-  ConvMeasureBuffers buffers;  // one set for every pass measured here
+  ConvMeasureBuffers buffers(idle_memory, idle_floats);  // one set for every pass measured here
   for (const ConvPassShape& s : shapes) {
     if (const ConvChoice* hit = find_cached(cache, s, threads, precision)) {
       const ConvCandidate* c = find_conv_candidate(hit->chosen);

@@ -105,9 +105,9 @@ void choose_conv_kernels(Run& run) {
   if (run.world.rank() == 0) {
     try {
       std::vector<std::string> lines;
-      const kernels::ConvChoiceTable table =
-          kernels::select_conv_kernels(net.conv_pass_shapes(), precision, run.plan.threads,
-                                       run.config.model.conv_kernels, &lines);
+      const kernels::ConvChoiceTable table = kernels::select_conv_kernels(
+          net.conv_pass_shapes(), precision, run.plan.threads, run.config.model.conv_kernels,
+          &lines, net.activation_memory(), net.activation_memory_floats());
       text = kernels::conv_choices_to_json(table);
       for (const std::string& line : lines) notes += "note: " + line + "\n";
     } catch (const Error& e) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "conv_candidate_check.hpp"
+#include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/hash.hpp"
 #include "nostrum/kernels/conv_cache.hpp"
@@ -264,6 +265,42 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
   }
 }
 
+TEST_CASE("measurement buffers: borrowed memory holds what fits, the same pattern, zero after",
+          "[engine][conv]") {
+  Arena idle(4096, "idle");  // zero, as a model's activation arena after build
+  const float* lo = idle.data();
+  const float* hi = idle.data() + idle.capacity();
+  const auto inside = [&](const float* p) { return p >= lo && p < hi; };
+  std::vector<float> own_pattern[2];
+  {
+    kernels::ConvMeasureBuffers own;
+    for (int which : {0, 1}) {
+      const float* p = own.operand(which, 1000);
+      own_pattern[which].assign(p, p + 1000);
+    }
+  }
+  {
+    kernels::ConvMeasureBuffers borrowing(idle.data(), idle.capacity());
+    // A quarter each (1024 floats): these fit, and read as the own buffers' pattern, grown or not.
+    for (int which : {0, 1}) {
+      const float* small = borrowing.operand(which, 600);
+      const float* grown = borrowing.operand(which, 1000);
+      CHECK(inside(small));
+      CHECK(small == grown);
+      CHECK(std::vector<float>(grown, grown + 1000) == own_pattern[which]);
+    }
+    float* result = borrowing.operand(2, 1024);
+    CHECK(inside(result));
+    CHECK(inside(borrowing.scratch(1024)));
+    std::fill(result, result + 1024, 5.0f);  // what a pass writes
+    std::fill(borrowing.scratch(1024), borrowing.scratch(1024) + 1024, 7.0f);
+    // Too large for a quarter: memory of its own.
+    CHECK_FALSE(inside(borrowing.operand(0, 1025)));
+    CHECK_FALSE(inside(borrowing.scratch(2000)));
+  }
+  CHECK(std::all_of(lo, hi, [](float v) { return v == 0.0f; }));  // zero again
+}
+
 TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed, forced",
           "[engine][conv]") {
   testing::TempDir dir("conv-select");
@@ -291,6 +328,17 @@ TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed,
   }
   REQUIRE(kernels::read_conv_cache(path).refused.empty());
   CHECK(kernels::read_conv_cache(path).rows.size() == shapes.size());
+  // measure on borrowed memory: the same rows, the memory zero afterwards.
+  {
+    Arena idle(1 << 16, "idle");
+    const ConvChoiceTable borrowed = kernels::select_conv_kernels(
+        shapes, Precision::kFp32, 2, request, &notes, idle.data(), idle.capacity());
+    REQUIRE(borrowed.rows.size() == shapes.size());
+    for (size_t i = 0; i < shapes.size(); ++i)
+      CHECK(borrowed.rows[i].timings.size() == measured.rows[i].timings.size());
+    CHECK(
+        std::all_of(idle.data(), idle.data() + idle.capacity(), [](float v) { return v == 0.0f; }));
+  }
 
   // cached: a planted choice (gemm_openblas everywhere) is taken as it is, nothing measured.
   {

@@ -181,7 +181,7 @@ int main(int argc, char** argv) try {
   const nostrum::kernels::ConvChoiceTable table = nostrum::kernels::select_conv_kernels(
       model->conv_pass_shapes(), opt.precision, threads,
       nostrum::kernels::conv_kernel_request(opt.conv_kernel, opt.conv_cache, "--conv-kernel"),
-      &notes);
+      &notes, model->activation_memory(), model->activation_memory_floats());
   model->set_conv_kernels(table);
   for (const std::string& n : notes) std::fprintf(stderr, "nostrum-bench: note: %s\n", n.c_str());
   if (opt.verbose)

@@ -66,11 +66,28 @@ struct ConvMeasureOptions {
 // pays first-touch page faults), the operands filled from a fixed pattern.
 class ConvMeasureBuffers {
  public:
+  ConvMeasureBuffers() = default;
+  // Borrows `floats` floats at `memory` (64-byte aligned; idle while the measurement runs, like a
+  // model's activation arena before its first forward), so that measuring adds no memory of its
+  // own: each of the three operands and the scratch takes a quarter of it where it fits, an
+  // allocation of its own where not. What it used of that memory is zeroed again when this object
+  // goes (a model's arena is zero after build, and stays so).
+  ConvMeasureBuffers(float* memory, size_t floats);
+  ~ConvMeasureBuffers();
+  ConvMeasureBuffers(const ConvMeasureBuffers&) = delete;
+  ConvMeasureBuffers& operator=(const ConvMeasureBuffers&) = delete;
+
   // Operand `which` (0, 1: what the pass reads; 2: what it writes), at least `floats` long.
   float* operand(int which, size_t floats);
   float* scratch(size_t floats);  // 64-byte aligned
 
  private:
+  // Slot 0-2: the operands, 3: the scratch. A borrowed slot's first `used` floats were written.
+  struct Borrowed {
+    float* data = nullptr;
+    size_t capacity = 0, used = 0;
+  };
+  Borrowed borrowed_[4];
   std::vector<float> operands_[3];
   Arena scratch_;
 };

@@ -40,9 +40,11 @@ std::string conv_kernel_help();
 // The table for these shapes at `threads` threads (the calling thread's pool must have them).
 // Messages for the user (a refused cache file, a forced candidate that does not fit some shapes)
 // are appended to *notes. Throws OptionError when a forced candidate cannot run on this CPU or in
-// this precision at all.
+// this precision at all. idle_memory, idle_floats: memory the measurement may borrow for its
+// operands and scratch (ConvMeasureBuffers; a model's activation_memory()); none by default.
 ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
                                     int threads, const ConvKernelRequest& request,
-                                    std::vector<std::string>* notes);
+                                    std::vector<std::string>* notes, float* idle_memory = nullptr,
+                                    size_t idle_floats = 0);
 
 }  // namespace nostrum::kernels

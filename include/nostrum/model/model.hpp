@@ -106,6 +106,11 @@ class Model {
   size_t buffer_count() const { return buffer_count_; }
   // Activation + gradient + scratch arenas (not the direct conv kernels' per-thread buffers).
   size_t activation_bytes() const;
+  // The activation arena (activations and their gradients), for another task to borrow while no
+  // forward or backward runs, as the conv kernel measurement does before the first step
+  // (kernels::ConvMeasureBuffers): zero after build, and the borrower leaves it zero.
+  float* activation_memory() { return activations_.data(); }
+  size_t activation_memory_floats() const { return activations_.capacity(); }
   // Multiply-adds x2 of one training step per image: conv/linear forward, backward-data (not for
   // the stem) and backward-weights. BN, pooling and elementwise work is not counted.
   double training_flops_per_image() const { return training_flops_per_image_; }
