@@ -96,10 +96,6 @@ Plan make_plan(const ConvGeometry& g, const ConvOptions& options) {
       options.column_budget_floats ? options.column_budget_floats : kDefaultColumnBudgetFloats;
   const size_t all = Arena::padded(size_t(plan.rows) * plan.row_length);
   plan.column_floats = std::min(all, std::max(budget, size_t(plan.row_length)));
-  // bf16: the words come out of the column region (smaller tiles), so that a bf16 pass needs no
-  // more scratch than the fp32 pass of the same geometry (a bf16 step's memory within fp32's).
-  plan.column_floats = std::max(plan.column_floats - std::min(plan.column_floats, plan.word_floats),
-                                Arena::padded(size_t(plan.row_length)));
   plan.shared_tile_rows = int64_t(plan.column_floats / plan.row_length);
   return plan;
 }

@@ -201,28 +201,3 @@ TEST_CASE("linear bf16: forward and gradients within the bf16 bound", "[bf16]") 
     }
   CHECK(worst.ratio > 0.01);
 }
-
-TEST_CASE("conv2d bf16: no conv needs more scratch than the fp32 conv of the same geometry",
-          "[bf16]") {
-  // The weights' bf16 words come out of the column region, whose default budget holds them and a
-  // row: ResNet-50's convs at batch 32, 224 (the stem, a bottleneck's 1x1 and 3x3 convs at each
-  // stage; layer4's 3x3 set an fp32 run's largest conv scratch), resnet8's first conv and odd
-  // shapes. (Not the classifier: 32 rows of 2048 leave no column region to take 1 M words from;
-  // its words are on top, 4 MB, below the convs' scratch.)
-  const ConvGeometry shapes[] = {
-      geometry(32, 224, 224, 3, 64, 7, 7, 2, 3),  geometry(32, 56, 56, 64, 64, 3, 3, 1, 1),
-      geometry(32, 56, 56, 256, 64, 1, 1, 1, 0),  geometry(32, 56, 56, 128, 128, 3, 3, 2, 1),
-      geometry(32, 28, 28, 256, 256, 3, 3, 2, 1), geometry(32, 14, 14, 1024, 256, 1, 1, 1, 0),
-      geometry(32, 14, 14, 512, 512, 3, 3, 2, 1), geometry(32, 7, 7, 512, 512, 3, 3, 1, 1),
-      geometry(128, 28, 28, 1, 16, 3, 3, 1, 1),   geometry(2, 9, 7, 19, 33, 3, 3, 2, 1),
-      geometry(2, 4, 4, 130, 36, 3, 3, 1, 1),
-  };
-  for (const auto& g : shapes) {
-    ConvOptions fp32, bf16;
-    bf16.precision = Precision::kBf16;
-    INFO("conv N" << g.N << " " << g.H << "x" << g.W << " C" << g.C << " K" << g.K << " " << g.R
-                  << "x" << g.S << "/" << g.stride);
-    CHECK(nostrum::layers::conv2d_scratch_floats(g, bf16) <=
-          nostrum::layers::conv2d_scratch_floats(g, fp32));
-  }
-}
