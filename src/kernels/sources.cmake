@@ -30,6 +30,25 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
 # The AVX2 FMA probe of `--precision auto` on CPUs without AVX-512 (precision_choice.cpp checks).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
-# The conv kernel cache's key holds nostrum's version.
+# The conv kernel cache's key holds nostrum's version and a hash of the candidates' code (the
+# kernels, oneDNN's wrapper, the conv layer they run in, their headers), so that a choice measured
+# on other kernel code is measured again: "0.1.0+kernels.<12 hex digits>". Editing any of those
+# files re-runs CMake (CMAKE_CONFIGURE_DEPENDS), which recomputes the hash.
+file(GLOB NOSTRUM_KERNEL_CODE CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_LIST_DIR}/*.cpp ${CMAKE_CURRENT_LIST_DIR}/*.hpp
+  ${CMAKE_CURRENT_LIST_DIR}/onednn/*.cpp ${CMAKE_CURRENT_LIST_DIR}/../layers/conv2d.cpp
+  ${PROJECT_SOURCE_DIR}/include/nostrum/kernels/*.hpp)
+list(SORT NOSTRUM_KERNEL_CODE)
+set(NOSTRUM_KERNEL_CODE_TEXT "")
+foreach(code_file ${NOSTRUM_KERNEL_CODE})
+  file(READ ${code_file} code_text)
+  file(RELATIVE_PATH code_name ${PROJECT_SOURCE_DIR} ${code_file})
+  string(APPEND NOSTRUM_KERNEL_CODE_TEXT "${code_name}\n${code_text}")
+endforeach()
+string(SHA256 NOSTRUM_KERNEL_CODE_HASH "${NOSTRUM_KERNEL_CODE_TEXT}")
+string(SUBSTRING ${NOSTRUM_KERNEL_CODE_HASH} 0 12 NOSTRUM_KERNEL_CODE_HASH)
+set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${NOSTRUM_KERNEL_CODE})
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/conv_cache.cpp
-  PROPERTIES COMPILE_DEFINITIONS "NOSTRUM_VERSION_STRING=\"${PROJECT_VERSION}\"")
+  PROPERTIES COMPILE_DEFINITIONS
+  "NOSTRUM_VERSION_STRING=\"${PROJECT_VERSION}+kernels.${NOSTRUM_KERNEL_CODE_HASH}\"")

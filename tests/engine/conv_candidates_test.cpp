@@ -265,6 +265,18 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
   }
 }
 
+TEST_CASE("the cache's version names the kernel code: project version + kernels.<12 hex>",
+          "[engine][conv]") {
+  const std::string v = kernels::nostrum_version();
+  INFO("nostrum_version() = " << v);
+  const size_t plus = v.find("+kernels.");
+  REQUIRE(plus != std::string::npos);
+  CHECK(std::count(v.begin(), v.begin() + plus, '.') == 2);  // 0.1.0
+  const std::string hash = v.substr(plus + std::string("+kernels.").size());
+  CHECK(hash.size() == 12);
+  CHECK(hash.find_first_not_of("0123456789abcdef") == std::string::npos);
+}
+
 TEST_CASE("measurement buffers: borrowed memory holds what fits, the same pattern, zero after",
           "[engine][conv]") {
   Arena idle(4096, "idle");  // zero, as a model's activation arena after build

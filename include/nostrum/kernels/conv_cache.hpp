@@ -12,7 +12,9 @@
 
 namespace nostrum::kernels {
 
-// nostrum's version (the project version CMake knows), part of every cache key.
+// nostrum's version, part of every cache key: the project version and a hash of the conv
+// candidates' source code, "0.1.0+kernels.1a2b3c4d5e6f" (src/kernels/sources.cmake), so that a
+// choice measured on other kernel code is measured again.
 const char* nostrum_version();
 
 // What identifies this CPU in the cache: "AuthenticAMD family 25 model 17 (...): avx2=yes ...",
