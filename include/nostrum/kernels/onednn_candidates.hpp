@@ -12,8 +12,8 @@ namespace nostrum::kernels {
 
 // bf16: the most bytes of bf16 operand copies (the input and/or output gradient, rounded from
 // fp32) one oneDNN call makes; a pass needing more runs in chunks of whole images. At ResNet-50
-// 224 batch 32 the largest (layer2.0.conv1's weight gradient) would take 77 MB, above the 38 MB an
-// fp32 run's shared conv scratch needs; chunked, a bf16 run's scratch stays within the fp32 one's.
+// 224 batch 32 the largest (layer2.0.conv1's weight gradient) would take 77 MB, twice the 38 MB an
+// fp32 run's shared conv scratch needs; chunked, every oneDNN bf16 workspace there stays below it.
 inline constexpr size_t kOnednnBf16CopyBudgetBytes = size_t(16) << 20;
 
 // fp32 everywhere oneDNN runs (it dispatches to the CPU's best ISA within DNNL_MAX_CPU_ISA).
