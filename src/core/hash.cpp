@@ -1,6 +1,7 @@
 // Hash64: words mixed as they complete (a word may span two bytes() calls), the tail at value().
 #include "nostrum/core/hash.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace nostrum {
@@ -12,15 +13,15 @@ void Hash64::mix_word(uint64_t word) {
 
 Hash64& Hash64::bytes(const void* data, size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
-  while (pending_size_ > 0 && size > 0) {  // complete the word begun by an earlier call
-    pending_[pending_size_++] = *p++;
-    --size;
-    if (pending_size_ == 8) {
-      uint64_t word;
-      std::memcpy(&word, pending_, 8);
-      mix_word(word);
-      pending_size_ = 0;
-    }
+  if (pending_size_ > 0) {  // complete the word begun by an earlier call, if this one reaches it
+    const size_t take = std::min(sizeof pending_ - pending_size_, size);
+    std::memcpy(pending_ + pending_size_, p, take);
+    pending_size_ += take, p += take, size -= take;
+    if (pending_size_ < sizeof pending_) return *this;  // still short: all of it is pending
+    uint64_t word;
+    std::memcpy(&word, pending_, 8);
+    mix_word(word);
+    pending_size_ = 0;
   }
   for (; size >= 8; p += 8, size -= 8) {
     uint64_t word;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "nostrum/core/hash.hpp"
@@ -36,6 +37,14 @@ TEST_CASE("a stream fed in pieces hashes as the whole buffer", "[core][hash]") {
     Hash64 pieces(7);
     pieces.bytes(bytes.data(), cut).bytes(bytes.data() + cut, 0);
     pieces.bytes(bytes.data() + cut, bytes.size() - cut);
+    CHECK(pieces.value() == whole);
+  }
+  // Three pieces whose middle one leaves the word still short (1 + 2 bytes pending), and one that
+  // completes it and goes on (3 + 9).
+  for (auto [first, second] : {std::pair<size_t, size_t>{1, 2}, {3, 9}, {5, 3}}) {
+    Hash64 pieces(7);
+    pieces.bytes(bytes.data(), first).bytes(bytes.data() + first, second);
+    pieces.bytes(bytes.data() + first + second, bytes.size() - first - second);
     CHECK(pieces.value() == whole);
   }
   CHECK(Hash64(8).bytes(bytes.data(), bytes.size()).value() != whole);  // the seed counts
