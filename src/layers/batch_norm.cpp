@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
 
 namespace nostrum::layers {
@@ -369,6 +371,17 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   }
 }
 
+namespace {
+
+// backward's bf16 output: each thread's fp32 tile of about kBf16TileFloats floats (16 KB, in L1).
+constexpr size_t kBf16TileFloats = 4096;
+std::vector<float>& bf16_tile() {
+  thread_local std::vector<float> tile;
+  return tile;
+}
+
+}  // namespace
+
 void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float* d_out,
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
@@ -418,13 +431,26 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const float* ca = coef;
   const float* ck = coef + C;
   const float* cb = coef + 2 * C;
+  uint16_t* d_in_bf16 = options.d_in_bf16;
 #pragma omp parallel
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    if (r1 > r0)
+    if (r1 > r0 && !d_in_bf16)
       backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
                           save_mean, ca, ck, cb, r1 - r0, C);
+    if (r1 > r0 && d_in_bf16) {
+      // A few rows at a time into an fp32 tile that stays in L1, then rounded into place.
+      std::vector<float>& tile = bf16_tile();
+      const int64_t step = std::max<int64_t>(1, int64_t(kBf16TileFloats) / C);
+      if (tile.size() < size_t(step) * C) tile.resize(size_t(step) * C);
+      for (int64_t r = r0; r < r1; r += step) {
+        const int64_t n = std::min(step, r1 - r);
+        backward_apply_rows(tile.data(), d_out + r * C, in + r * C, relu ? out + r * C : nullptr,
+                            save_mean, ca, ck, cb, n, C);
+        kernels::convert_to_bf16(d_in_bf16 + r * C, tile.data(), n * C);
+      }
+    }
   }
 }
 

@@ -51,7 +51,10 @@ struct Layer {
   bool relu = false;          // kBatchNorm: ReLU fused into it
   bool last_of_residual_path = false;  // kBatchNorm: gamma starts at 0 with zero_init_residual
   bool input_gradient = true;          // false for the model's first layer (the images)
-  size_t first_parameter = 0;          // table index of its first entry (parameter_specs order)
+  // bf16 runs: a conv whose output gradient travels in bf16, written so by the batch norm after
+  // it (which then has this set too), where both its backward kernels take it (set_conv_kernels).
+  bool bf16_gradient = false;
+  size_t first_parameter = 0;  // table index of its first entry (parameter_specs order)
   // Tensors, set by build. input: (N, in) images, arena or another layer's output.
   const float* input = nullptr;
   float* output = nullptr;        // (N, out)
@@ -435,11 +438,16 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
 void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d_output,
                    bool accumulate) {
   // The weight gradient first: it is ready for the allreduce before the data gradient runs.
+  // A bf16 output gradient (the batch norm after the conv wrote it in the fp32 buffer's place).
+  const uint16_t* d_output_bf16 =
+      l.bf16_gradient ? reinterpret_cast<const uint16_t*>(d_output) : nullptr;
+  if (d_output_bf16) d_output = nullptr;
   s.timed(l.name, Phase::kBackwardWeights, [&] {
     kernels::ConvCall c;
     c.N = s.n;
     c.in = l.input;
     c.d_out = d_output;
+    c.d_out_bf16 = d_output_bf16;
     c.d_weight = s.param(l, entry::kWeight).grad;
     c.scratch = s.conv_scratch;
     l.kernel[int(kernels::ConvPass::kBackwardWeights)]->run(c);
@@ -452,6 +460,7 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
     kernels::ConvCall c;
     c.N = s.n;
     c.d_out = d_output;
+    c.d_out_bf16 = d_output_bf16;
     c.weight = s.param(l, entry::kWeight).value;
     c.d_in = d_input;
     c.accumulate_d_in = accumulate;
@@ -473,6 +482,7 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         layers::BatchNormOptions o;
         o.fuse_relu = l.relu;
         o.reducer = s.reducer;
+        if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
                                     s.param(l, entry::kBias).grad, d_output, l.input, l.output,
                                     s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
@@ -505,10 +515,11 @@ void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_cha
   float* d_output = d_chain_output;
   for (size_t i = chain.size(); i-- > 1;) {
     const Layer& l = chain[i];
+    // In place on a temp, except for a batch norm writing its conv's gradient in bf16.
     const bool in_temp = d_output == s.temp[0] || d_output == s.temp[1];
-    float* d_input = (l.kind == LayerKind::kBatchNorm && in_temp) ? d_output
-                     : (d_output == s.temp[0])                    ? s.temp[1]
-                                                                  : s.temp[0];
+    float* d_input = (l.kind == LayerKind::kBatchNorm && in_temp && !l.bf16_gradient) ? d_output
+                     : (d_output == s.temp[0])                                        ? s.temp[1]
+                                                                                      : s.temp[0];
     backward_layer(s, l, d_input, d_output, false);
     d_output = d_input;
   }
@@ -569,6 +580,9 @@ struct Model::Impl {
   // the model's precision (bf16: kernels/bf16.hpp; the classifier takes the same precision).
   layers::ConvOptions conv_options;
   kernels::ConvChoiceTable conv_kernels;  // what set_conv_kernels was given
+  bool bf16_gradients = true;             // set_bf16_gradients
+  // Sets Layer::bf16_gradient on every conv and the batch norm after it (see there).
+  void link_bf16_gradients(kernels::Precision precision);
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s(m.table_);
@@ -785,6 +799,40 @@ void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
     m.conv_scratch = scratch_.data();
   }
   m.conv_kernels = table;
+  m.link_bf16_gradients(spec_.precision);
+}
+
+void Model::Impl::link_bf16_gradients(kernels::Precision precision) {
+  const auto takes = [](const std::shared_ptr<kernels::PreparedConv>& k) {
+    return !k || k->takes_bf16_d_out();  // no kernel: the stem has no backward-data pass
+  };
+  for (Block& b : blocks)
+    for (std::vector<Layer>* chain : {&b.path, &b.shortcut})
+      for (size_t i = 0; i < chain->size(); ++i) {
+        Layer& l = (*chain)[i];
+        if (l.kind != LayerKind::kConv) continue;
+        Layer* norm = i + 1 < chain->size() && (*chain)[i + 1].kind == LayerKind::kBatchNorm
+                          ? &(*chain)[i + 1]
+                          : nullptr;
+        const bool on = bf16_gradients && precision == kernels::Precision::kBf16 && norm &&
+                        l.kernel[int(kernels::ConvPass::kBackwardWeights)] &&
+                        takes(l.kernel[int(kernels::ConvPass::kBackwardWeights)]) &&
+                        takes(l.kernel[int(kernels::ConvPass::kBackwardData)]);
+        l.bf16_gradient = on;
+        if (norm) norm->bf16_gradient = on;
+      }
+}
+
+void Model::set_bf16_gradients(bool on) {
+  impl_->bf16_gradients = on;
+  impl_->link_bf16_gradients(spec_.precision);
+}
+
+int Model::bf16_gradient_convs() const {
+  int count = 0;
+  for_each_layer(impl_->blocks,
+                 [&](const Layer& l) { count += l.kind == LayerKind::kConv && l.bf16_gradient; });
+  return count;
 }
 
 const kernels::ConvChoiceTable& Model::conv_kernels() const {

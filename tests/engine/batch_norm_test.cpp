@@ -4,8 +4,11 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "grad_check.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/layers/relu.hpp"
 
@@ -258,4 +261,32 @@ TEST_CASE("batch norm rejects a single value per channel", "[engine][batch_norm]
   Bn bn(1, 3, 21);
   auto x = random_vector(3, 22);
   CHECK_THROWS_AS(bn.forward(x, BatchNormOptions{}), ShapeError);
+}
+
+TEST_CASE("batch norm backward writes its input gradient in bf16 as the fp32 one rounded",
+          "[engine][batch_norm]") {
+  // C = 5000: wider than backward's fp32 tile (one row per tile); rows odd, split over threads.
+  for (int C : {20, 3, 300, 5000})
+    for (bool relu : {false, true}) {
+      const int64_t rows = C > 1000 ? 7 : 5 * 7 * 3;
+      INFO("C " << C << " relu " << relu);
+      auto x = random_vector(rows * C, 17);
+      auto dy = random_vector(rows * C, 18);
+      Bn bn(rows, C, 19);
+      BatchNormOptions o;
+      o.fuse_relu = relu;
+      bn.forward(x, o);
+      bn.backward(x, dy, o);
+      const std::vector<float> dx = bn.dx, dgamma = bn.dgamma, dbeta = bn.dbeta;
+      std::vector<uint16_t> words(rows * C, 0xFFFF);
+      o.d_in_bf16 = words.data();
+      std::fill(bn.dx.begin(), bn.dx.end(), -1.0f);
+      bn.backward(x, dy, o);
+      size_t differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += words[i] != kernels::fp32_to_bf16(dx[i]);
+      CHECK(differ == 0);
+      CHECK(std::all_of(bn.dx.begin(), bn.dx.end(), [](float v) { return v == -1.0f; }));
+      CHECK(bn.dgamma == dgamma);
+      CHECK(bn.dbeta == dbeta);
+    }
 }

@@ -12,6 +12,7 @@
 #include "model_convs.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/onednn_candidates.hpp"
 #include "onednn_conv_check.hpp"
 
@@ -131,5 +132,59 @@ TEST_CASE(
         }
       }
     }
+  }
+}
+
+TEST_CASE(
+    "oneDNN bf16 candidate: a bf16 output gradient gives the backward passes' results bit "
+    "for bit",
+    "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  using nostrum::kernels::ConvCall;
+  std::mt19937 rng(31);
+  for (const ConvGeometry& g :
+       {geometry(5, 12, 11, 20, 24, 3, 3, 1, 1), geometry(6, 9, 9, 16, 8, 1, 1, 2, 0)}) {
+    CHECK_FALSE(nostrum::kernels::prepare_onednn(g, ConvPass::kForward, Precision::kBf16, SIZE_MAX)
+                    ->takes_bf16_d_out());
+    CHECK_FALSE(
+        nostrum::kernels::prepare_onednn(g, ConvPass::kBackwardData, Precision::kFp32, SIZE_MAX)
+            ->takes_bf16_d_out());
+    const Tensors t = random_tensors(g, rng);
+    std::vector<uint16_t> d_out_bf16(t.d_out.size());
+    nostrum::kernels::convert_to_bf16(d_out_bf16.data(), t.d_out.data(), int64_t(t.d_out.size()));
+    for (ConvPass pass : {ConvPass::kBackwardData, ConvPass::kBackwardWeights})
+      for (size_t budget : {size_t(SIZE_MAX), size_t(1)}) {  // whole batch; one image a chunk
+        auto prepared = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, budget);
+        REQUIRE(prepared->takes_bf16_d_out());
+        Workspace scratch(prepared->scratch_floats() * sizeof(float));
+        for (int N : {g.N, 2})
+          for (bool accumulate : {false, true}) {
+            if (accumulate && pass != ConvPass::kBackwardData) continue;
+            const std::string what = name(g) + " " + nostrum::kernels::conv_pass_name(pass) +
+                                     " N " + std::to_string(N) + (accumulate ? " +=" : "") +
+                                     " budget " + std::to_string(budget);
+            const size_t size =
+                pass == ConvPass::kBackwardData ? size_t(N) * g.H * g.W * g.C : t.weight.size();
+            std::vector<float> from_fp32(size, 0.5f), from_bf16(size, 0.5f);
+            for (std::vector<float>* result : {&from_fp32, &from_bf16}) {
+              ConvCall call;
+              call.N = N;
+              call.scratch = static_cast<float*>(scratch.data());
+              call.accumulate_d_in = accumulate;
+              if (result == &from_fp32)
+                call.d_out = t.d_out.data();
+              else
+                call.d_out_bf16 = d_out_bf16.data();
+              if (pass == ConvPass::kBackwardData)
+                call.weight = t.weight.data(), call.d_in = result->data();
+              else
+                call.in = t.in.data(), call.d_weight = result->data();
+              prepared->run(call);
+              scratch.require_guard(what);
+            }
+            INFO(what);
+            CHECK(from_fp32 == from_bf16);
+          }
+      }
   }
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct ConvCall {
   float* d_in = nullptr;
   float* d_weight = nullptr;
   bool accumulate_d_in = false;
+  // Backward passes of a bf16 run only: the output gradient already in bf16 (the batch norm after
+  // the conv wrote it so), given only to a kernel whose takes_bf16_d_out(); d_out is then null.
+  const uint16_t* d_out_bf16 = nullptr;
   // Shared working memory of at least PreparedConv::scratch_floats() floats (64-byte aligned),
   // shared by every conv layer: nothing in it survives from one call to the next.
   float* scratch = nullptr;
@@ -60,6 +64,10 @@ class PreparedConv {
   // One call; no allocation after the first call at a given N. Called outside any OpenMP region:
   // it may use the whole pool (omp_get_max_threads()). Same inputs and thread count: same bits.
   virtual void run(const ConvCall& call) = 0;
+  // Whether run takes ConvCall::d_out_bf16 (a backward pass on bf16 operands that reads the output
+  // gradient only as bf16): the model then has the batch norm write it in bf16, once for both
+  // backward passes, instead of each pass rounding an fp32 copy.
+  virtual bool takes_bf16_d_out() const { return false; }
 };
 
 // A candidate: stateless, one instance in the registry, described by a stable name (in the

@@ -58,10 +58,13 @@ class OnednnConv {
   // kBackwardData: d_in (N,H,W,C) = the input gradient from d_out (N,P,Q,K) and weight, or
   // d_in += it when accumulate (oneDNN 2.x has no sum post-op here: the gradient goes to the
   // workspace and is added).
+  // bf16 only: d_out_bf16, when given, is the output gradient already in bf16 (NHWC, as d_out
+  // would be rounded) and d_out is not read; both backward passes take it.
   void backward_data(float* d_in, const float* d_out, const float* weight, bool accumulate,
-                     void* workspace);
+                     void* workspace, const uint16_t* d_out_bf16 = nullptr);
   // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
-  void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace);
+  void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace,
+                        const uint16_t* d_out_bf16 = nullptr);
 
   // The implementation oneDNN chose for the convolution, e.g. "brgconv:avx512_core_bf16";
   // "ref:any" is its slow reference code.

@@ -20,6 +20,10 @@ struct BatchNormOptions {
   // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain.
   // Backward is unchanged (the add + ReLU gradient is formed before it).
   const float* residual = nullptr;
+  // Backward only: d_in written here as bf16 (kernels/bf16.hpp's rounding) instead of to d_in
+  // (then unused): the output gradient of a conv whose kernels take it in bf16. Must not overlap
+  // d_out.
+  uint16_t* d_in_bf16 = nullptr;
   Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 

@@ -80,6 +80,12 @@ class Model {
   // chosen candidate cannot run a shape here or the table's precision is not the model's.
   void set_conv_kernels(const kernels::ConvChoiceTable& table);
   const kernels::ConvChoiceTable& conv_kernels() const;  // the table last set
+  // bf16 runs: a conv whose backward kernels both take a bf16 output gradient
+  // (PreparedConv::takes_bf16_d_out: oneDNN's bf16 primitives) gets it from the batch norm after
+  // it, written in bf16 once instead of rounded from fp32 by each pass: the same bf16 values, so
+  // the same results. On by default; off for A/B checks. bf16_gradient_convs() counts those convs.
+  void set_bf16_gradients(bool on);
+  int bf16_gradient_convs() const;
 
   void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
   void set_observer(LayerObserver* observer);  // nullptr = no timing

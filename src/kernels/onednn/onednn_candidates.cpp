@@ -43,6 +43,9 @@ class PreparedOnednn final : public PreparedConv {
     scratch_floats_ = conv_floats_ + partial_floats_;
   }
   size_t scratch_floats() const override { return scratch_floats_; }
+  bool takes_bf16_d_out() const override {
+    return precision_ == Precision::kBf16 && pass_ != ConvPass::kForward;
+  }
   int chunks() const { return chunks_; }
   void run(const ConvCall& c) override {
     // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
@@ -57,12 +60,13 @@ class PreparedOnednn final : public PreparedConv {
           conv.forward(c.out + n0 * out_image, c.in + n0 * in_image, c.weight, c.scratch);
           break;
         case ConvPass::kBackwardData:
-          conv.backward_data(c.d_in + n0 * in_image, c.d_out + n0 * out_image, c.weight,
-                             c.accumulate_d_in, c.scratch);
+          conv.backward_data(c.d_in + n0 * in_image, offset(c.d_out, n0 * out_image), c.weight,
+                             c.accumulate_d_in, c.scratch, offset(c.d_out_bf16, n0 * out_image));
           break;
         case ConvPass::kBackwardWeights:
-          conv.backward_weights(i == 0 ? c.d_weight : partial, c.d_out + n0 * out_image,
-                                c.in + n0 * in_image, c.scratch);
+          conv.backward_weights(i == 0 ? c.d_weight : partial, offset(c.d_out, n0 * out_image),
+                                c.in + n0 * in_image, c.scratch,
+                                offset(c.d_out_bf16, n0 * out_image));
           if (i > 0) add_into(c.d_weight, partial, int64_t(weight_floats()));
           break;
       }
@@ -72,6 +76,11 @@ class PreparedOnednn final : public PreparedConv {
 
  private:
   size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
+  // p + n, null staying null (the output gradient comes as fp32 or as bf16, not both).
+  template <class T>
+  static const T* offset(const T* p, size_t n) {
+    return p ? p + n : nullptr;
+  }
   // Images of chunk i when N images go in `chunks` chunks: N / chunks, the first N % chunks one
   // more (so at most two primitives per batch size).
   static int split_images(int N, int chunks, int i) { return N / chunks + (i < N % chunks); }

@@ -202,6 +202,15 @@ struct OnednnConv::Impl {
   static void run(const std::optional<Reorder>& r, const Args& args) {
     if (r) r->primitive.execute(cpu_stream(), args);
   }
+  // The backward passes' output gradient as the primitive's bf16 operand: the caller's bf16 copy
+  // where given (no reorder), else the caller's fp32 one rounded into the workspace (bf16) or read
+  // as it is (fp32).
+  void take_gradient(const uint16_t* d_out_bf16) {
+    if (!d_out_bf16) return run(gradient_in, gradient_in_args);
+    NOSTRUM_CHECK(precision == Precision::kBf16 && gradient_in, Error,
+                  "oneDNN conv: a bf16 output gradient for an fp32 primitive", describe(g));
+    gradient.m.set_data_handle(const_cast<uint16_t*>(d_out_bf16));
+  }
 };
 
 void OnednnConv::Impl::build() {
@@ -430,13 +439,13 @@ void OnednnConv::forward(float* out, const float* in, const float* weight, void*
 }
 
 void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
-                               bool accumulate, void* workspace) {
+                               bool accumulate, void* workspace, const uint16_t* d_out_bf16) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kBackwardData, "backward_data", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.weight_user, weight), Impl::point(m.in_user, d_in);
   Impl::run(m.weight_in, m.weight_in_args);
-  Impl::run(m.gradient_in, m.gradient_in_args);
+  m.take_gradient(d_out_bf16);
   if (!accumulate || m.chunk == m.g.N) {
     m.conv.execute(cpu_stream(), accumulate ? m.accumulate_args : m.conv_args);
     cpu_stream().wait();
@@ -461,13 +470,13 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
 }
 
 void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in,
-                                  void* workspace) {
+                                  void* workspace, const uint16_t* d_out_bf16) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kBackwardWeights, "backward_weights", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.in_user, in), Impl::point(m.weight_user, d_weight);
   Impl::run(m.activation_in, m.activation_in_args);
-  Impl::run(m.gradient_in, m.gradient_in_args);
+  m.take_gradient(d_out_bf16);
   m.conv.execute(cpu_stream(), m.conv_args);
   Impl::run(m.weight_gradient_out, m.weight_gradient_out_args);
   cpu_stream().wait();
