@@ -76,10 +76,6 @@ double median_of(std::vector<double> seconds) {
   return seconds[seconds.size() / 2];
 }
 
-}  // namespace
-
-namespace {
-
 // p[i] = pattern(base + i) for i in [begin, end), on the pool.
 void fill_pattern(float* p, uint64_t base, size_t begin, size_t end) {
 #pragma omp parallel for schedule(static)

@@ -36,7 +36,8 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
 # files re-runs CMake (CMAKE_CONFIGURE_DEPENDS), which recomputes the hash.
 file(GLOB NOSTRUM_KERNEL_CODE CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_LIST_DIR}/*.cpp ${CMAKE_CURRENT_LIST_DIR}/*.hpp
-  ${CMAKE_CURRENT_LIST_DIR}/onednn/*.cpp ${CMAKE_CURRENT_LIST_DIR}/../layers/conv2d.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/onednn/*.cpp ${CMAKE_CURRENT_LIST_DIR}/onednn/*.hpp
+  ${CMAKE_CURRENT_LIST_DIR}/../layers/conv2d.cpp
   ${PROJECT_SOURCE_DIR}/include/nostrum/kernels/*.hpp)
 list(SORT NOSTRUM_KERNEL_CODE)
 set(NOSTRUM_KERNEL_CODE_TEXT "")

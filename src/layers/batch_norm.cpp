@@ -436,10 +436,11 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    if (r1 > r0 && !d_in_bf16)
-      backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr,
-                          save_mean, ca, ck, cb, r1 - r0, C);
-    if (r1 > r0 && d_in_bf16) {
+    if (!d_in_bf16) {
+      if (r1 > r0)
+        backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
+                            relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
+    } else {
       // A few rows at a time into an fp32 tile that stays in L1, then rounded into place.
       std::vector<float>& tile = bf16_tile();
       const int64_t step = std::max<int64_t>(1, int64_t(kBf16TileFloats) / C);

@@ -9,6 +9,7 @@
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
+#include "parallel_add.hpp"
 
 namespace nostrum::kernels {
 
@@ -67,7 +68,7 @@ class PreparedOnednn final : public PreparedConv {
           conv.backward_weights(i == 0 ? c.d_weight : partial, offset(c.d_out, n0 * out_image),
                                 c.in + n0 * in_image, c.scratch,
                                 offset(c.d_out_bf16, n0 * out_image));
-          if (i > 0) add_into(c.d_weight, partial, int64_t(weight_floats()));
+          if (i > 0) parallel_add(c.d_weight, partial, int64_t(weight_floats()));
           break;
       }
       n0 += n;
@@ -85,10 +86,6 @@ class PreparedOnednn final : public PreparedConv {
   // more (so at most two primitives per batch size).
   static int split_images(int N, int chunks, int i) { return N / chunks + (i < N % chunks); }
   int chunk_images(int N, int i) const { return split_images(N, chunks_, i); }
-  static void add_into(float* dst, const float* add, int64_t count) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
-  }
   // The primitive for N images; one whose workspace would not fit the scratch before the partial
   // buffer uses its own (OnednnConv allocates it once, on creation).
   OnednnConv& at(int N) {

@@ -15,6 +15,7 @@
 
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "parallel_add.hpp"
 
 namespace nostrum::kernels {
 
@@ -413,12 +414,6 @@ OnednnConv& OnednnConv::operator=(OnednnConv&&) noexcept = default;
 
 namespace {
 
-// dst[i] += add[i] on the pool.
-void add_into(float* dst, const float* add, int64_t count) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < count; ++i) dst[i] += add[i];
-}
-
 void require_pass(ConvPass have, ConvPass want, const char* call, const ConvGeometry& g) {
   NOSTRUM_CHECK(have == want, Error,
                 std::string("OnednnConv::") + call + " on a " + conv_pass_name(have) + " object",
@@ -450,8 +445,8 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
     m.conv.execute(cpu_stream(), accumulate ? m.accumulate_args : m.conv_args);
     cpu_stream().wait();
     if (accumulate)
-      add_into(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
-               int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
+      parallel_add(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
+                   int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
     return;
   }
   // Chunk by chunk: images [n, n + chunk) of d_out (fp32, or its bf16 copy) -> sum -> d_in.
@@ -465,7 +460,7 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
     m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
     m.chunk_conv.execute(cpu_stream(), m.chunk_args);
     cpu_stream().wait();
-    add_into(d_in + i * in_chunk, add, in_chunk);
+    parallel_add(d_in + i * in_chunk, add, in_chunk);
   }
 }
 
