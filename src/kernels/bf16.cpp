@@ -100,8 +100,12 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
   }
 }
 
-void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
-                      const uint32_t* Bp, float beta, float* C, int ldc) {
+namespace {
+
+// gemm_bf16_packed for A of either type: fp32 (rounded block by block) or bf16 (taken as it is).
+template <class AValue>
+void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* A, int lda,
+                 const uint32_t* Bp, float beta, float* C, int ldc) {
   using bf16_avx512::kBlockPairs;
   using bf16_avx512::kBlockRows;
   using bf16_avx512::kStrip;
@@ -156,8 +160,10 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const flo
   }
 }
 
-void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+// gemm_bf16 for A of either type.
+template <class AValue>
+void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const AValue* A,
+                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   require_bf16("gemm_bf16");
   // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
   // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
@@ -173,11 +179,33 @@ void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, c
     const size_t words = bf16_packed_b_words(k, N);
     if (packed.size() < words) packed.resize(words);
     const float* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
-    const float* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
+    const AValue* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
     bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
-    gemm_bf16_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
+    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
     k0 += chunk;
   } while (k0 < K);
+}
+
+}  // namespace
+
+void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                      const uint32_t* Bp, float beta, float* C, int ldc) {
+  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc);
+}
+
+void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+                      const uint32_t* Bp, float beta, float* C, int ldc) {
+  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 double bf16_dot_probe_seconds(int64_t iterations) {

@@ -185,6 +185,39 @@ void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t 
   }
 }
 
+void rows_to_words(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
+                   int cols) {
+  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
+  for (int r = 0; r < rows; ++r) {
+    const uint16_t* s = src + r * lds;
+    uint32_t* d = dst + r * ld_words;
+    for (int64_t p = 0; p < words; p += 16) {
+      const int64_t n = cols - 2 * p;  // values left in the row
+      const __mmask32 k = n >= 32 ? ~__mmask32(0) : __mmask32((1u << (n > 0 ? n : 0)) - 1);
+      _mm512_mask_storeu_epi32(d + p, first(ld_words - p), _mm512_maskz_loadu_epi16(k, s + 2 * p));
+    }
+  }
+}
+
+void interleave_rows(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
+                     int cols) {
+  const int64_t width = cols < ld_words ? cols : ld_words;
+  for (int r = 0; r < rows; r += 2) {
+    const uint16_t* a = src + r * lds;
+    const uint16_t* b = a + lds;
+    const bool has_b = r + 1 < rows;
+    uint32_t* d = dst + (r / 2) * ld_words;
+    for (int64_t c = 0; c < width; c += 16) {
+      const __mmask16 k = first(cols - c);
+      const __m512i va = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + c));
+      const __m512i vb =
+          has_b ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b + c)), 16)
+                : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(d + c, first(ld_words - c), _mm512_or_si512(va, vb));
+    }
+  }
+}
+
 void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,
                  int s0, int s1) {
   const int pairs = (rows + 1) / 2;

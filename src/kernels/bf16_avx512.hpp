@@ -22,6 +22,13 @@ void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t ld
 void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                      int cols);
 
+// The same two layouts from A already in bf16 (src rows of bf16 values): nothing is rounded, the
+// words are the values as they are, so the result equals the fp32 loops' on fp32 copies of them.
+void rows_to_words(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
+                   int cols);
+void interleave_rows(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
+                     int cols);
+
 // ---- packed B: column strips ----
 // op(B) (K x N) as pair words in strips of 32 columns (the last strip 16 or 32 wide: N rounded up
 // to 16): strip s holds pairs [0, pairs) x its width contiguously, so the microkernel's B operand

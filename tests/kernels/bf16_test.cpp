@@ -245,3 +245,47 @@ TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, b
   CHECK(worst.rounded_max <= 1.0);
   CHECK(worst.full_max <= 1.0);
 }
+
+TEST_CASE("gemm_bf16 on an A already in bf16: the same bits as on its values in fp32", "[bf16]") {
+  // A bf16 output gradient (the backward passes' A) is taken as it is; the fp32 call rounds A,
+  // which changes nothing for values that are bf16 already. Odd K (a high half of zero), K past
+  // one 192-pair block, M past one 168-row block, a lda padded with NaN, both A layouts, 1 and 2
+  // threads.
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (int M : {1, 15, 170})
+        for (int K : {1, 3, 64, 385, 801})
+          for (int N : {17, 40}) {
+            const int lda = (ta == Trans::kNo ? K : M) + 3;
+            const int a_rows = ta == Trans::kNo ? M : K;
+            std::vector<float> A(size_t(a_rows) * lda), B(size_t(K) * N);
+            // NaN in the lda padding: a loop that reads past a row shows.
+            const int a_cols = ta == Trans::kNo ? K : M;
+            for (size_t i = 0; i < A.size(); ++i)
+              A[i] = int(i % lda) < a_cols ? u(rng) : std::numeric_limits<float>::quiet_NaN();
+            for (auto& x : B) x = u(rng);
+            std::vector<uint16_t> A16(A.size());
+            nostrum::kernels::convert_to_bf16(A16.data(), A.data(), int64_t(A.size()));
+            std::vector<float> widened(A.size());
+            for (size_t i = 0; i < A.size(); ++i)
+              widened[i] = nostrum::kernels::bf16_to_fp32(A16[i]);
+            std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
+            nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, B.data(), N, K, N);
+            const std::vector<float> C0(size_t(M) * N, 0.25f);
+            std::vector<float> from_fp32 = C0, from_bf16 = C0, unpacked = C0;
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, widened.data(), lda,
+                                               packed.data(), 1.0f, from_fp32.data(), N);
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
+                                               1.0f, from_bf16.data(), N);
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B.data(), N,
+                                        1.0f, unpacked.data(), N);
+            INFO("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " threads " << threads);
+            REQUIRE(from_fp32 == from_bf16);
+            REQUIRE(from_fp32 == unpacked);
+            REQUIRE(from_fp32 != C0);
+          }
+  }
+}

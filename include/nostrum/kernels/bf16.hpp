@@ -68,11 +68,18 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
 // k-pairs) at a time into a 129 KB per-thread buffer, once per block. Requires bf16_available().
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc);
+// The same with A already in bf16 (a bf16 output gradient): its values taken as they are, so the
+// result is bit for bit the one of the fp32 call on A's values widened to fp32.
+void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+                      const uint32_t* Bp, float beta, float* C, int ldc);
 
 // Same as kernels::gemm with both operands rounded to bf16: packs B into a per-thread buffer, a
 // chunk of k of about 4 MiB of words at a time (whole 192-pair blocks: the same bits as one pack),
 // and calls gemm_bf16_packed per chunk.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+// The same with A already in bf16, as gemm_bf16_packed's bf16 A.
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
 // gemm or gemm_bf16 by precision: the one call site the layers use.
