@@ -87,21 +87,25 @@ class PreparedGemm final : public PreparedConv {
   PreparedGemm(const ConvGeometry& g, ConvPass pass, const layers::ConvOptions& options)
       : g_(g), pass_(pass), options_(options) {}
   size_t scratch_floats() const override { return layers::conv2d_scratch_floats(g_, options_); }
+  // The bf16 GEMM's backward passes read the output gradient as their A operand.
+  bool takes_bf16_d_out() const override {
+    return options_.precision == Precision::kBf16 && pass_ != ConvPass::kForward;
+  }
   void run(const ConvCall& c) override {
     ConvGeometry g = g_;
     g.N = c.N;
+    layers::ConvOptions o = options_;
+    o.d_out_bf16 = c.d_out_bf16;
     switch (pass_) {
       case ConvPass::kForward:
-        layers::conv2d_forward(c.out, c.in, c.weight, g, c.scratch, options_);
+        layers::conv2d_forward(c.out, c.in, c.weight, g, c.scratch, o);
         break;
-      case ConvPass::kBackwardData: {
-        layers::ConvOptions o = options_;
+      case ConvPass::kBackwardData:
         o.accumulate_d_in = c.accumulate_d_in;
         layers::conv2d_backward_data(c.d_in, c.d_out, c.weight, g, c.scratch, o);
         break;
-      }
       case ConvPass::kBackwardWeights:
-        layers::conv2d_backward_weights(c.d_weight, c.d_out, c.in, g, c.scratch, options_);
+        layers::conv2d_backward_weights(c.d_weight, c.d_out, c.in, g, c.scratch, o);
         break;
     }
   }

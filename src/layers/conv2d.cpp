@@ -204,6 +204,13 @@ uint32_t* weight_words(float* scratch, const Plan& plan) {
   return reinterpret_cast<uint32_t*>(scratch + plan.pack_floats - plan.word_floats);
 }
 
+// A bf16 output gradient is for the bf16 GEMM path only (the fp32 GEMM and the direct kernels
+// read fp32).
+void check_bf16_d_out(const ConvGeometry& g, const ConvOptions& options) {
+  NOSTRUM_CHECK(!options.d_out_bf16 || options.precision == kernels::Precision::kBf16, ShapeError,
+                "a bf16 output gradient needs bf16 precision", describe(g));
+}
+
 void zero_parallel(float* p, int64_t count) {
 #pragma omp parallel
   {
@@ -288,6 +295,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  check_bf16_d_out(g, options);
   if (use_direct(g, Pass::kBackwardWeights, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_weights(d_weight, d_out, in, g);
     return;
@@ -299,17 +307,24 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
   // d_packed (K, R*S*C) = d_out^T (K, rows) x columns (rows, R*S*C).
   float* d_packed = plan.pack ? scratch : d_weight;
   const ConvThreading mode = choose(plan, Pass::kBackwardWeights, threads, options.threading);
+  // c (K, R*S*C) (+)= d_out^T of rows [r0, r0 + n) x b (n, R*S*C).
+  const auto product = [&](int64_t r0, int64_t n, const float* b, float beta, float* c) {
+    if (options.d_out_bf16)
+      kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f,
+                         options.d_out_bf16 + r0 * K, K, b, int(L), beta, c, int(L));
+    else
+      gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
+           b, int(L), beta, c, int(L));
+  };
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
-      gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(plan.rows), 1.0f, d_out, K,
-           in, int(L), 0.0f, d_packed, int(L));
+      product(0, plan.rows, in, 0.0f, d_packed);
     } else {
       for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
         const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
         im2col_parallel(column, in, plan, r0, n);
-        gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
-             column, int(L), r0 == 0 ? 0.0f : 1.0f, d_packed, int(L));
+        product(r0, n, column, r0 == 0 ? 0.0f : 1.0f, d_packed);
       }
     }
   } else {
@@ -333,8 +348,7 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
           kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
           b = my_column;
         }
-        gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
-             b, int(L), r0 == begin ? 0.0f : 1.0f, partial, int(L));
+        product(r0, n, b, r0 == begin ? 0.0f : 1.0f, partial);
       }
 #pragma omp barrier
       const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
@@ -351,6 +365,7 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
                           const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  check_bf16_d_out(g, options);
   if (use_direct(g, Pass::kBackwardData, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_data(d_in, d_out, weight, g, scratch, options.accumulate_d_in);
     return;
@@ -370,10 +385,18 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
   const ConvThreading mode = choose(plan, Pass::kBackwardData, threads, options.threading);
   const bool accumulate = options.accumulate_d_in;  // d_in += rather than =: no zero-fill at all
   const float beta = accumulate ? 1.0f : 0.0f;
+  // c (n, R*S*C) (+)= d_out of rows [r0, r0 + n) x packed.
+  const auto product = [&](int64_t r0, int64_t n, float c_beta, float* c) {
+    if (options.d_out_bf16)
+      kernels::gemm_bf16_packed(Trans::kNo, int(n), int(L), K, 1.0f, options.d_out_bf16 + r0 * K, K,
+                                words, c_beta, c, int(L));
+    else
+      gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
+                   packed, int(L), c_beta, c, int(L));
+  };
   if (plan.direct) {
     if (mode == ConvThreading::kSharedGemm) {
-      gemm_weights(words, Trans::kNo, Trans::kNo, int(plan.rows), int(L), K, 1.0f, d_out, K, packed,
-                   int(L), beta, d_in, int(L));
+      product(0, plan.rows, beta, d_in);
       return;
     }
     const int64_t tile = balanced_piece(
@@ -382,8 +405,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < tiles; ++i) {
       const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
-      gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
-                   packed, int(L), beta, d_in + r0 * L, int(L));
+      product(r0, n, beta, d_in + r0 * L);
     }
     return;
   }
@@ -394,8 +416,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
     if (!accumulate) zero_parallel(d_in, int64_t(g.N) * pixels_per_image);
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-      gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
-                   packed, int(L), 0.0f, column, int(L));
+      product(r0, n, 0.0f, column);
       col2im_parallel(d_in, column, plan, r0, n);
     }
     return;
@@ -419,8 +440,7 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
       const int64_t end = n1 * rows_per_image;
       for (int64_t r0 = n0 * rows_per_image; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);
-        gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
-                     packed, int(L), 0.0f, my_column, int(L));
+        product(r0, n, 0.0f, my_column);
         kernels::col2im_nhwc_add(d_in, my_column, plan.shape, r0, r0 + n, 0, g.C);
       }
     }

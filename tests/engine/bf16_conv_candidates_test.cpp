@@ -67,20 +67,23 @@ TEST_CASE("bf16 model: output gradients handed over in bf16 give the same step b
       m->backward();
       return std::vector<float>(m->gradient_data(), m->gradient_data() + m->parameter_count());
     };
-    // oneDNN's bf16 primitives everywhere: every conv takes its gradient in bf16.
-    testing::use_conv_kernels(*m, "onednn_bf16");
-    const int convs = m->bf16_gradient_convs();
-    CHECK(convs > 0);
-    const std::vector<float> handed_over = step();
-    m->set_bf16_gradients(false);
-    CHECK(m->bf16_gradient_convs() == 0);
-    const std::vector<float> rounded_per_pass = step();
-    CHECK(handed_over == rounded_per_pass);
-    CHECK(std::any_of(handed_over.begin(), handed_over.end(), [](float v) { return v != 0.0f; }));
-    m->set_bf16_gradients(true);
-    CHECK(m->bf16_gradient_convs() == convs);
-    // nostrum's bf16 GEMM rounds its own operands: no conv takes a bf16 gradient.
-    testing::use_conv_kernels(*m, "gemm_bf16");
+    // oneDNN's bf16 primitives, nostrum's bf16 GEMM: every conv takes its gradient in bf16.
+    for (const char* kernel : {"onednn_bf16", "gemm_bf16"}) {
+      INFO(kernel);
+      testing::use_conv_kernels(*m, kernel);
+      const int convs = m->bf16_gradient_convs();
+      CHECK(convs > 0);
+      const std::vector<float> handed_over = step();
+      m->set_bf16_gradients(false);
+      CHECK(m->bf16_gradient_convs() == 0);
+      const std::vector<float> rounded_per_pass = step();
+      CHECK(handed_over == rounded_per_pass);
+      CHECK(std::any_of(handed_over.begin(), handed_over.end(), [](float v) { return v != 0.0f; }));
+      m->set_bf16_gradients(true);
+      CHECK(m->bf16_gradient_convs() == convs);
+    }
+    // An fp32 kernel in a bf16 run reads an fp32 gradient: no conv takes a bf16 one.
+    testing::use_conv_kernels(*m, "gemm_openblas");
     CHECK(m->bf16_gradient_convs() == 0);
   }
 }

@@ -2,7 +2,8 @@
 // conv geometries of resnet8 and ResNet-50 (from the model itself) and odd ones, and the check of
 // one registry candidate against the reference: exactly its scratch_floats() of scratch followed
 // by a guard that must come back untouched, outputs starting as NaN ("overwritten" checked),
-// backward-data also accumulating onto a random d_in, every element within a bound.
+// backward-data also accumulating onto a random d_in, every element within a bound; a backward
+// pass that takes a bf16 output gradient gives with it the bits it gives on the fp32 one.
 #pragma once
 
 #include <omp.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/model/model.hpp"
@@ -203,6 +205,22 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
                                                                  : cc.d_weight;
       *worst = std::max(*worst, check_close(result, ref, bound, accumulate ? &cc.d_in0 : nullptr,
                                             what + (accumulate ? " accumulate" : "")));
+      if (kernel->takes_bf16_d_out()) {
+        // The output gradient handed over in bf16: the same bits as rounding it in the pass.
+        REQUIRE(pass != ConvPass::kForward);
+        std::vector<uint16_t> d_out_bf16(cc.d_out.size());
+        kernels::convert_to_bf16(d_out_bf16.data(), cc.d_out.data(), int64_t(cc.d_out.size()));
+        std::vector<float> from_bf16 = pass == ConvPass::kBackwardData && accumulate
+                                           ? cc.d_in0
+                                           : std::vector<float>(result.size(), nan);
+        kernels::ConvCall bf16_call = call;
+        bf16_call.d_out = nullptr;
+        bf16_call.d_out_bf16 = d_out_bf16.data();
+        (pass == ConvPass::kBackwardData ? bf16_call.d_in : bf16_call.d_weight) = from_bf16.data();
+        kernel->run(bf16_call);
+        INFO(what << (accumulate ? " accumulate" : "") << ": bf16 output gradient");
+        REQUIRE(from_bf16 == result);
+      }
     }
     ++passes;
   }

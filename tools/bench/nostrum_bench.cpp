@@ -34,13 +34,14 @@ struct Options {
   std::string precision_note;                      // --precision auto: the probes and the choice
   std::string conv_kernel = "cached", conv_cache;  // as nostrum-train's --conv-kernel, --conv-cache
   bool verbose = false;                            // the conv kernel table on stderr
+  std::string bf16_handover = "on";  // on | off | ab (Model::set_bf16_gradients, alternated)
 };
 
 const char* kUsage =
     "usage: nostrum-bench --model M --image HxWxC --batch N --threads T [--steps K] [--warmup W]\n"
     "                     [--classes K] [--layers] [--precision fp32|bf16|auto]\n"
     "                     [--conv-kernel measure|cached|fixed|NAME] [--conv-cache FILE|none]\n"
-    "                     [--verbose]\n"
+    "                     [--verbose] [--bf16-handover on|off|ab]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
@@ -48,7 +49,10 @@ const char* kUsage =
     "  where its register probe is at least 1.3x the fp32 FMA probe on this CPU, else fp32\n"
     "  (printed; always fp32 on aarch64).\n"
     "  --conv-kernel, --conv-cache: each conv pass's kernel, as nostrum-train's (default cached);\n"
-    "  the measurement is not part of the step times; --verbose prints its table on stderr.\n";
+    "  the measurement is not part of the step times; --verbose prints its table on stderr.\n"
+    "  --bf16-handover: bf16 output gradients handed from the batch norms to the convs that\n"
+    "  take them (on, the default) or rounded in each pass (off); ab alternates the two step by\n"
+    "  step in this process and adds images_per_second_handover_off (an A/B on a busy host).\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -90,6 +94,11 @@ Options parse(int argc, char** argv) {
       o.conv_kernel = value();
     } else if (a == "--conv-cache") {
       o.conv_cache = value();
+    } else if (a == "--bf16-handover") {
+      o.bf16_handover = value();
+      NOSTRUM_CHECK(o.bf16_handover == "on" || o.bf16_handover == "off" || o.bf16_handover == "ab",
+                    nostrum::OptionError, "'" + o.bf16_handover + "' is not on, off or ab", a,
+                    kUsage);
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--layers") {
@@ -103,6 +112,9 @@ Options parse(int argc, char** argv) {
   }
   NOSTRUM_CHECK(o.batch > 0 && o.steps > 0, nostrum::OptionError,
                 "--batch and --steps must be positive", "options", kUsage);
+  NOSTRUM_CHECK(!(o.layers && o.bf16_handover == "ab"), nostrum::OptionError,
+                "--layers profiles one configuration: not with --bf16-handover ab", "--layers",
+                kUsage);
   return o;
 }
 
@@ -210,20 +222,31 @@ int main(int argc, char** argv) try {
   for (int i = 0; i < opt.batch; ++i) labels[i] = int32_t(rng() % config.num_classes);
 
   LayerProfile profile;
-  std::vector<double> step_s;
+  std::vector<double> step_s, off_step_s;  // off: the hand-over's off steps of an ab run
   double loss = 0.0;
-  for (int s = 0; s < opt.warmup + opt.steps; ++s) {
+  const bool ab = opt.bf16_handover == "ab";
+  model->set_bf16_gradients(opt.bf16_handover != "off");
+  const int handover_convs = model->bf16_gradient_convs();
+  for (int s = 0; s < opt.warmup + opt.steps * (ab ? 2 : 1); ++s) {
     if (s == opt.warmup && opt.layers) model->set_observer(&profile);
+    const bool off_step = ab && s % 2 == 1;
+    if (ab) model->set_bf16_gradients(!off_step);
     const double t0 = omp_get_wtime();
     model->forward(images.data(), opt.batch, true);
     loss = model->loss(labels.data(), 0.1f, 1.0f / opt.batch);
     model->backward();
     sgd.step(0.01f);
-    if (s >= opt.warmup) step_s.push_back(omp_get_wtime() - t0);
+    if (s >= opt.warmup) (off_step ? off_step_s : step_s).push_back(omp_get_wtime() - t0);
   }
-  std::vector<double> sorted = step_s;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double median = median_of(step_s);
+  std::string ab_json;
+  if (ab)
+    ab_json = ", \"images_per_second_handover_off\": " +
+              std::to_string(opt.batch / median_of(off_step_s));
   if (opt.layers) {
     double mean = 0.0;
     for (double t : step_s) mean += t / step_s.size();
@@ -237,14 +260,15 @@ int main(int argc, char** argv) try {
       "\"openblas_core\": \"%s\", \"step_seconds\": %.4f, \"steps\": %d, \"loss\": %.4f, "
       "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
       "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
-      "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f}\n",
+      "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f, "
+      "\"bf16_handover_convs\": %d%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
       nostrum::kernels::precision_name(opt.precision),
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
-      table.rows.size(), measured, table.measure_seconds);
+      table.rows.size(), measured, table.measure_seconds, handover_convs, ab_json.c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

@@ -54,6 +54,10 @@ struct ConvOptions {
   // fp32 results; the direct kernels are fp32-only and not used); needs AVX512_BF16 (throws
   // OptionError naming it otherwise). Activations, gradients and weights stay fp32 in memory.
   kernels::Precision precision = kernels::Precision::kFp32;
+  // Backward passes in kBf16 only: the output gradient already in bf16 (N,P,Q,K), read instead of
+  // d_out (which may then be null). The values the GEMM would have rounded d_out to, so the same
+  // results bit for bit (the model hands it over from the batch norm after the conv).
+  const uint16_t* d_out_bf16 = nullptr;
 };
 
 size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);

@@ -81,9 +81,10 @@ class Model {
   void set_conv_kernels(const kernels::ConvChoiceTable& table);
   const kernels::ConvChoiceTable& conv_kernels() const;  // the table last set
   // bf16 runs: a conv whose backward kernels both take a bf16 output gradient
-  // (PreparedConv::takes_bf16_d_out: oneDNN's bf16 primitives) gets it from the batch norm after
-  // it, written in bf16 once instead of rounded from fp32 by each pass: the same bf16 values, so
-  // the same results. On by default; off for A/B checks. bf16_gradient_convs() counts those convs.
+  // (PreparedConv::takes_bf16_d_out: nostrum's bf16 GEMM, oneDNN's bf16 primitives) gets it from
+  // the batch norm after it, written in bf16 once instead of rounded from fp32 by each pass: the
+  // same bf16 values, so the same results. On by default; off for A/B checks.
+  // bf16_gradient_convs() counts those convs.
   void set_bf16_gradients(bool on);
   int bf16_gradient_convs() const;
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# nostrum-bench --bf16-handover: "on" reports the convs that take their output gradient in bf16
+# (every conv on nostrum's bf16 GEMM), "off" none, and "ab" alternates the two in one process and
+# reports both speeds. A CPU without AVX512_BF16 reports itself skipped (77).
+# Usage: THIS path/to/nostrum-bench
+set -euo pipefail
+bench=$1
+grep -qw avx512_bf16 /proc/cpuinfo || { echo "SKIP: the CPU lacks AVX512_BF16"; exit 77; }
+step() {
+  "$bench" --model resnet8 --image 8x8x1 --batch 4 --classes 10 --threads 1 --steps 2 --warmup 1 \
+    --precision bf16 --conv-kernel gemm_bf16 "$@" 2>&1
+}
+fail=0
+expect() {  # OUTPUT PATTERN WHAT
+  if printf '%s\n' "$1" | grep -Eq -- "$2"; then echo "ok: $3"; else echo "FAIL: $3"; fail=1; fi
+}
+out=$(step --bf16-handover on)
+printf '%s\n' "$out"
+# resnet8: the stem conv, two per basic block (3 blocks), two downsample convs.
+expect "$out" '"bf16_handover_convs": 9[,}]' "on: every conv of resnet8 takes a bf16 gradient"
+if printf '%s\n' "$out" | grep -q images_per_second_handover_off; then
+  echo "FAIL: on reports an off speed"
+  fail=1
+fi
+out=$(step --bf16-handover off)
+printf '%s\n' "$out"
+expect "$out" '"bf16_handover_convs": 0[,}]' "off: none"
+out=$(step --bf16-handover ab)
+printf '%s\n' "$out"
+expect "$out" '"bf16_handover_convs": 9, "images_per_second_handover_off": [0-9]+\.[0-9]+\}' \
+  "ab: both speeds"
+exit $fail
