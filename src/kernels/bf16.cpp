@@ -81,6 +81,22 @@ size_t bf16_packed_b_words(int K, int N) {
   return size_t((K + 1) / 2) * size_t(round16(N));
 }
 
+void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N) {
+  require_bf16("bf16_pack_b");
+  NOSTRUM_CHECK(trans_b == Trans::kNo, ShapeError,
+                "a bf16 B is packed from its rows only (op(B) = B)", "bf16_pack_b");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
+  const int n_padded = int(round16(N));
+  const int strips = (n_padded + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
+#pragma omp parallel if (threaded)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
+    if (s1 > s0) bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
+  }
+}
+
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
   note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
@@ -160,10 +176,10 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   }
 }
 
-// gemm_bf16 for A of either type.
-template <class AValue>
+// gemm_bf16 for A and B of either type.
+template <class AValue, class BValue>
 void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const AValue* A,
-                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                   int lda, const BValue* B, int ldb, float beta, float* C, int ldc) {
   require_bf16("gemm_bf16");
   // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
   // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
@@ -178,7 +194,7 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
     const int k = std::min(chunk, K - k0);
     const size_t words = bf16_packed_b_words(k, N);
     if (packed.size() < words) packed.resize(words);
-    const float* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
+    const BValue* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
     const AValue* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
     bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
     gemm_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
@@ -205,6 +221,16 @@ void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, c
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc) {
   gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

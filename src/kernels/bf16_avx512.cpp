@@ -241,6 +241,30 @@ void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int
   }
 }
 
+void pack_b_rows(uint32_t* dst, int n_padded, const uint16_t* src, int64_t lds, int rows, int cols,
+                 int s0, int s1) {
+  const int pairs = (rows + 1) / 2;
+  PackedB layout;
+  layout.pairs = pairs, layout.n_padded = n_padded;
+  for (int p = 0; p < pairs; ++p) {
+    const uint16_t* a = src + int64_t(2 * p) * lds;
+    const bool has_b = 2 * p + 1 < rows;
+    for (int s = s0; s < s1; ++s) {
+      const int j0 = kStrip * s, w = layout.width(s);
+      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
+      for (int c = 0; c < w; c += 16) {
+        const __mmask16 k = first(cols - j0 - c);
+        const __m512i va = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + j0 + c));
+        const __m512i vb =
+            has_b ? _mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + lds + j0 + c)), 16)
+                  : _mm512_setzero_si512();
+        _mm512_storeu_si512(d + c, _mm512_or_si512(va, vb));
+      }
+    }
+  }
+}
+
 void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,
                     int s0, int s1) {
   const __m512i lanes =

@@ -51,6 +51,9 @@ struct PackedB {
 // [s0, s1): word (p, j) = (src[2p][j], src[2p+1][j]), zero past rows and cols.
 void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,
                  int s0, int s1);
+// pack_b_rows from rows already in bf16: nothing rounded.
+void pack_b_rows(uint32_t* dst, int n_padded, const uint16_t* src, int64_t lds, int rows, int cols,
+                 int s0, int s1);
 // The same for op(B) = src^T, src (cols_of_op_b x rows_of_op_b) = (N x K) row-major: word (p, j) =
 // (src[j][2p], src[j][2p+1]).
 void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,

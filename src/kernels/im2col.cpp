@@ -38,28 +38,39 @@ NOSTRUM_ALWAYS_INLINE void add_into_body(float* __restrict dst, const float* __r
 NOSTRUM_ISA_VARIANTS(, DispatchSite::kIm2colAdd, add_into,
                      (float* __restrict dst, const float* __restrict src, int n), (dst, src, n))
 
+// im2col for either element type: copies, so the same code moves fp32 or bf16 values.
+template <class T>
+void im2col_rows(T* col, const T* in, const PatchShape& s, int64_t row_begin, int64_t row_end) {
+  const int64_t row_len = s.row_length();
+  const size_t run = size_t(s.S) * s.C;  // one kernel row: S*C values
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const Window win = window_of(s, row);
+    T* dst = col + (row - row_begin) * row_len;
+    for (int r = 0; r < s.R; ++r, dst += run) {
+      const int h = win.h0 + r;
+      if (h < 0 || h >= s.H || win.s_lo >= win.s_hi) {
+        std::memset(dst, 0, run * sizeof(T));
+        continue;
+      }
+      const T* src = in + ((win.n * s.H + h) * s.W + win.w0 + win.s_lo) * int64_t(s.C);
+      const size_t lo = size_t(win.s_lo) * s.C, hi = size_t(win.s_hi) * s.C;
+      if (lo > 0) std::memset(dst, 0, lo * sizeof(T));
+      std::memcpy(dst + lo, src, (hi - lo) * sizeof(T));
+      if (hi < run) std::memset(dst + hi, 0, (run - hi) * sizeof(T));
+    }
+  }
+}
+
 }  // namespace
 
 void im2col_nhwc(float* col, const float* in, const PatchShape& s, int64_t row_begin,
                  int64_t row_end) {
-  const int64_t row_len = s.row_length();
-  const size_t run = size_t(s.S) * s.C;  // one kernel row: S*C floats
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    const Window win = window_of(s, row);
-    float* dst = col + (row - row_begin) * row_len;
-    for (int r = 0; r < s.R; ++r, dst += run) {
-      const int h = win.h0 + r;
-      if (h < 0 || h >= s.H || win.s_lo >= win.s_hi) {
-        std::memset(dst, 0, run * sizeof(float));
-        continue;
-      }
-      const float* src = in + ((win.n * s.H + h) * s.W + win.w0 + win.s_lo) * int64_t(s.C);
-      const size_t lo = size_t(win.s_lo) * s.C, hi = size_t(win.s_hi) * s.C;
-      if (lo > 0) std::memset(dst, 0, lo * sizeof(float));
-      std::memcpy(dst + lo, src, (hi - lo) * sizeof(float));
-      if (hi < run) std::memset(dst + hi, 0, (run - hi) * sizeof(float));
-    }
-  }
+  im2col_rows(col, in, s, row_begin, row_end);
+}
+
+void im2col_nhwc(uint16_t* col, const uint16_t* in, const PatchShape& s, int64_t row_begin,
+                 int64_t row_end) {
+  im2col_rows(col, in, s, row_begin, row_end);
 }
 
 void col2im_nhwc_add(float* d_in, const float* col, const PatchShape& s, int64_t row_begin,

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/im2col.hpp"
 
 using nostrum::kernels::bf16_to_fp32;
 using nostrum::kernels::fp32_to_bf16;
@@ -246,46 +249,89 @@ TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, b
   CHECK(worst.full_max <= 1.0);
 }
 
-TEST_CASE("gemm_bf16 on an A already in bf16: the same bits as on its values in fp32", "[bf16]") {
-  // A bf16 output gradient (the backward passes' A) is taken as it is; the fp32 call rounds A,
-  // which changes nothing for values that are bf16 already. Odd K (a high half of zero), K past
-  // one 192-pair block, M past one 168-row block, a lda padded with NaN, both A layouts, 1 and 2
-  // threads.
+TEST_CASE("gemm_bf16 on operands already in bf16: the same bits as on their values in fp32",
+          "[bf16]") {
+  // A bf16 output gradient (the backward passes' A) and bf16 activations (the weight gradient's
+  // B) are taken as they are; the fp32 call rounds its operands, which changes nothing for values
+  // that are bf16 already. Odd K (a high half of zero), K past one 192-pair block, M past one
+  // 168-row block, N past a strip with a 16-wide last one, lda and ldb padded with NaN (a loop
+  // that reads past a row shows), both A layouts, 1 and 2 threads, packed and unpacked B.
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto to_bf16 = [](const std::vector<float>& x, std::vector<float>* widened) {
+    std::vector<uint16_t> h(x.size());
+    nostrum::kernels::convert_to_bf16(h.data(), x.data(), int64_t(x.size()));
+    widened->resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) (*widened)[i] = nostrum::kernels::bf16_to_fp32(h[i]);
+    return h;
+  };
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     for (Trans ta : {Trans::kNo, Trans::kYes})
       for (int M : {1, 15, 170})
         for (int K : {1, 3, 64, 385, 801})
           for (int N : {17, 40}) {
-            const int lda = (ta == Trans::kNo ? K : M) + 3;
-            const int a_rows = ta == Trans::kNo ? M : K;
-            std::vector<float> A(size_t(a_rows) * lda), B(size_t(K) * N);
-            // NaN in the lda padding: a loop that reads past a row shows.
-            const int a_cols = ta == Trans::kNo ? K : M;
-            for (size_t i = 0; i < A.size(); ++i)
-              A[i] = int(i % lda) < a_cols ? u(rng) : std::numeric_limits<float>::quiet_NaN();
-            for (auto& x : B) x = u(rng);
-            std::vector<uint16_t> A16(A.size());
-            nostrum::kernels::convert_to_bf16(A16.data(), A.data(), int64_t(A.size()));
-            std::vector<float> widened(A.size());
-            for (size_t i = 0; i < A.size(); ++i)
-              widened[i] = nostrum::kernels::bf16_to_fp32(A16[i]);
-            std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
-            nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, B.data(), N, K, N);
-            const std::vector<float> C0(size_t(M) * N, 0.25f);
-            std::vector<float> from_fp32 = C0, from_bf16 = C0, unpacked = C0;
-            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, widened.data(), lda,
-                                               packed.data(), 1.0f, from_fp32.data(), N);
-            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
-                                               1.0f, from_bf16.data(), N);
-            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B.data(), N,
-                                        1.0f, unpacked.data(), N);
+            const int lda = (ta == Trans::kNo ? K : M) + 3, ldb = N + 1;
+            const int a_rows = ta == Trans::kNo ? M : K, a_cols = ta == Trans::kNo ? K : M;
+            std::vector<float> A(size_t(a_rows) * lda), B(size_t(K) * ldb);
+            for (size_t i = 0; i < A.size(); ++i) A[i] = int(i % lda) < a_cols ? u(rng) : nan;
+            for (size_t i = 0; i < B.size(); ++i) B[i] = int(i % ldb) < N ? u(rng) : nan;
+            std::vector<float> Aw, Bw;
+            const std::vector<uint16_t> A16 = to_bf16(A, &Aw), B16 = to_bf16(B, &Bw);
+            std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N)),
+                packed16(packed.size());
+            nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, Bw.data(), ldb, K, N);
+            nostrum::kernels::bf16_pack_b(packed16.data(), Trans::kNo, B16.data(), ldb, K, N);
             INFO("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " threads " << threads);
-            REQUIRE(from_fp32 == from_bf16);
-            REQUIRE(from_fp32 == unpacked);
-            REQUIRE(from_fp32 != C0);
+            REQUIRE(packed == packed16);
+            const std::vector<float> C0(size_t(M) * N, 0.25f);
+            std::vector<float> want = C0;
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, Aw.data(), lda, packed.data(),
+                                               1.0f, want.data(), N);
+            REQUIRE(want != C0);
+            std::vector<float> got = C0;
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
+                                               1.0f, got.data(), N);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, Bw.data(),
+                                        ldb, 1.0f, got.data(), N);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, Aw.data(), lda, B16.data(),
+                                        ldb, 1.0f, got.data(), N);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B16.data(),
+                                        ldb, 1.0f, got.data(), N);
+            REQUIRE(got == want);
           }
   }
+  std::vector<uint16_t> B16(8);
+  std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(2, 4));
+  CHECK_THROWS_AS(nostrum::kernels::bf16_pack_b(packed.data(), Trans::kYes, B16.data(), 2, 2, 4),
+                  nostrum::ShapeError);
+}
+
+TEST_CASE("im2col_nhwc on bf16 values: the fp32 columns' values, padding 0", "[bf16][any-cpu]") {
+  nostrum::kernels::PatchShape s;
+  s.N = 2, s.H = 5, s.W = 4, s.C = 3, s.R = 3, s.S = 3, s.stride = 2, s.pad = 1;
+  s.P = (s.H + 2 * s.pad - s.R) / s.stride + 1, s.Q = (s.W + 2 * s.pad - s.S) / s.stride + 1;
+  std::vector<float> in(size_t(s.N) * s.H * s.W * s.C);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = nostrum::kernels::round_to_bf16(0.37f * i - 5);
+  std::vector<uint16_t> in16(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in16[i] = nostrum::kernels::fp32_to_bf16(in[i]);
+  const int64_t rows = s.rows(), L = s.row_length();
+  std::vector<float> col(size_t(rows * L), -1.0f);
+  std::vector<uint16_t> col16(col.size(), 0xffff);
+  // Two calls over [1, 3) and [3, rows): a row range that does not start at 0.
+  nostrum::kernels::im2col_nhwc(col.data(), in.data(), s, 1, rows);
+  nostrum::kernels::im2col_nhwc(col16.data(), in16.data(), s, 1, 3);
+  nostrum::kernels::im2col_nhwc(col16.data() + 2 * L, in16.data(), s, 3, rows);
+  for (int64_t i = 0; i < (rows - 1) * L; ++i) {
+    INFO("column value " << i);
+    REQUIRE(nostrum::kernels::bf16_to_fp32(col16[i]) == col[i]);
+  }
+  CHECK(std::count(col.begin(), col.begin() + (rows - 1) * L, 0.0f) > 0);  // padding seen
 }

@@ -61,6 +61,9 @@ size_t bf16_packed_b_words(int K, int N);
 // of 32 columns (the last 16 or 32 wide), each strip's ceil(K/2) x width words contiguous, so the
 // microkernel reads one contiguous run per block of pairs whatever N is.
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N);
+// The same from B already in bf16 (a bf16 run's activations): op(B) = B only (trans_b kNo; a
+// ShapeError otherwise), nothing rounded.
+void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N);
 
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
 // bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
@@ -78,9 +81,14 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uin
 // and calls gemm_bf16_packed per chunk.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
-// The same with A already in bf16, as gemm_bf16_packed's bf16 A.
+// The same with A, B or both already in bf16 (as gemm_bf16_packed's bf16 A; a bf16 B with
+// trans_b kNo only, as bf16_pack_b): the bits of the fp32 call on their values.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
 
 // gemm or gemm_bf16 by precision: the one call site the layers use.
 inline void gemm(Precision precision, Trans trans_a, Trans trans_b, int M, int N, int K,

@@ -21,6 +21,9 @@ struct PatchShape {
 // of the flattened (N, P, Q) index; padding positions are written as 0. Single-threaded.
 void im2col_nhwc(float* col, const float* in, const PatchShape& s, int64_t row_begin,
                  int64_t row_end);
+// The same for bf16 values (a bf16 run's activations handed over in bf16): copied as they are.
+void im2col_nhwc(uint16_t* col, const uint16_t* in, const PatchShape& s, int64_t row_begin,
+                 int64_t row_end);
 
 // d_in (N,H,W,C) += col (row_end - row_begin, R*S*C) scattered back, for channels [c_begin, c_end)
 // only (threads that own disjoint channel ranges or disjoint images never race). Single-threaded.
