@@ -91,11 +91,16 @@ class PreparedGemm final : public PreparedConv {
   bool takes_bf16_d_out() const override {
     return options_.precision == Precision::kBf16 && pass_ != ConvPass::kForward;
   }
+  // ... and the forward and weight-gradient passes read the input activations (A, B).
+  bool takes_bf16_in() const override {
+    return options_.precision == Precision::kBf16 && pass_ != ConvPass::kBackwardData;
+  }
   void run(const ConvCall& c) override {
     ConvGeometry g = g_;
     g.N = c.N;
     layers::ConvOptions o = options_;
     o.d_out_bf16 = c.d_out_bf16;
+    o.in_bf16 = c.in_bf16;
     switch (pass_) {
       case ConvPass::kForward:
         layers::conv2d_forward(c.out, c.in, c.weight, g, c.scratch, o);

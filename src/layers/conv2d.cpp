@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/error.hpp"
@@ -165,8 +166,8 @@ ConvThreading choose(const Plan& plan, Pass pass, int threads, ConvThreading req
 }
 
 // col (rows, R*S*C) for output rows [row_begin, row_begin + rows), the rows split over the pool.
-void im2col_parallel(float* col, const float* in, const Plan& plan, int64_t row_begin,
-                     int64_t rows) {
+template <class T>  // float, or uint16_t for bf16 activations
+void im2col_parallel(T* col, const T* in, const Plan& plan, int64_t row_begin, int64_t rows) {
 #pragma omp parallel
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -204,11 +205,17 @@ uint32_t* weight_words(float* scratch, const Plan& plan) {
   return reinterpret_cast<uint32_t*>(scratch + plan.pack_floats - plan.word_floats);
 }
 
-// A bf16 output gradient is for the bf16 GEMM path only (the fp32 GEMM and the direct kernels
-// read fp32).
-void check_bf16_d_out(const ConvGeometry& g, const ConvOptions& options) {
-  NOSTRUM_CHECK(!options.d_out_bf16 || options.precision == kernels::Precision::kBf16, ShapeError,
-                "a bf16 output gradient needs bf16 precision", describe(g));
+// bf16 operands (an output gradient, input activations) are for the bf16 GEMM path only (the
+// fp32 GEMM and the direct kernels read fp32).
+void check_bf16_operands(const ConvGeometry& g, const ConvOptions& options) {
+  NOSTRUM_CHECK(
+      !(options.d_out_bf16 || options.in_bf16) || options.precision == kernels::Precision::kBf16,
+      ShapeError, "bf16 operands need bf16 precision", describe(g));
+}
+
+// The column region of a tile as bf16 values (they take half of its bytes).
+uint16_t* bf16_columns(float* column) {
+  return reinterpret_cast<uint16_t*>(column);
 }
 
 void zero_parallel(float* p, int64_t count) {
@@ -234,6 +241,7 @@ size_t conv2d_scratch_floats(const ConvGeometry& g) {
 void conv2d_forward(float* out, const float* in, const float* weight, const ConvGeometry& g,
                     float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
+  check_bf16_operands(g, options);
   if (use_direct(g, Pass::kForward, options.algorithm, options.precision)) {
     kernels::direct_conv_forward(out, in, weight, g, scratch);
     return;
@@ -250,18 +258,35 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
   uint32_t* words = weight_words(scratch, plan);  // bf16: op(B) = packed^T (R*S*C x K)
   if (words) kernels::bf16_pack_b(words, Trans::kYes, packed, int(L), int(L), K);
   const ConvThreading mode = choose(plan, Pass::kForward, threads, options.threading);
+  const uint16_t* in_bf16 = options.in_bf16;
+  // out rows [r0, r0 + n) = a (n, R*S*C) x packed^T; a holds fp32 or (handed over) bf16 values.
+  const auto product = [&](const auto* a, int64_t r0, int64_t n) {
+    if constexpr (std::is_same_v<decltype(a), const uint16_t*>)
+      kernels::gemm_bf16_packed(Trans::kNo, int(n), K, int(L), 1.0f, a, int(L), words, 0.0f,
+                                out + r0 * K, K);
+    else
+      gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed,
+                   int(L), 0.0f, out + r0 * K, K);
+  };
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
-      gemm_weights(words, Trans::kNo, Trans::kYes, int(plan.rows), K, int(L), 1.0f, in, int(L),
-                   packed, int(L), 0.0f, out, K);
+      if (in_bf16)
+        product(in_bf16, 0, plan.rows);
+      else
+        product(in, 0, plan.rows);
       return;
     }
     for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
       const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-      im2col_parallel(column, in, plan, r0, n);
-      gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, column, int(L), packed,
-                   int(L), 0.0f, out + r0 * K, K);
+      if (in_bf16) {
+        uint16_t* col = bf16_columns(column);
+        im2col_parallel(col, in_bf16, plan, r0, n);
+        product(static_cast<const uint16_t*>(col), r0, n);
+      } else {
+        im2col_parallel(column, in, plan, r0, n);
+        product(static_cast<const float*>(column), r0, n);
+      }
     }
     return;
   }
@@ -276,13 +301,21 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < tiles; ++i) {
       const int64_t r0 = i * tile, n = std::min(tile, plan.rows - r0);
-      const float* a = in + r0 * L;  // direct: the activations are the columns
-      if (!plan.direct) {
-        kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
-        a = my_column;
+      if (in_bf16) {
+        const uint16_t* a = in_bf16 + r0 * L;  // direct: the activations are the columns
+        if (!plan.direct) {
+          kernels::im2col_nhwc(bf16_columns(my_column), in_bf16, plan.shape, r0, r0 + n);
+          a = bf16_columns(my_column);
+        }
+        product(a, r0, n);
+      } else {
+        const float* a = in + r0 * L;
+        if (!plan.direct) {
+          kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
+          a = my_column;
+        }
+        product(a, r0, n);
       }
-      gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed,
-                   int(L), 0.0f, out + r0 * K, K);
     }
   }
 }
@@ -295,7 +328,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
-  check_bf16_d_out(g, options);
+  check_bf16_operands(g, options);
   if (use_direct(g, Pass::kBackwardWeights, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_weights(d_weight, d_out, in, g);
     return;
@@ -307,11 +340,16 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
   // d_packed (K, R*S*C) = d_out^T (K, rows) x columns (rows, R*S*C).
   float* d_packed = plan.pack ? scratch : d_weight;
   const ConvThreading mode = choose(plan, Pass::kBackwardWeights, threads, options.threading);
-  // c (K, R*S*C) (+)= d_out^T of rows [r0, r0 + n) x b (n, R*S*C).
-  const auto product = [&](int64_t r0, int64_t n, const float* b, float beta, float* c) {
+  const uint16_t* in_bf16 = options.in_bf16;
+  // c (K, R*S*C) (+)= d_out^T of rows [r0, r0 + n) x b (n, R*S*C); b holds fp32 or (handed over)
+  // bf16 values, d_out likewise.
+  const auto product = [&](int64_t r0, int64_t n, const auto* b, float beta, float* c) {
     if (options.d_out_bf16)
       kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f,
                          options.d_out_bf16 + r0 * K, K, b, int(L), beta, c, int(L));
+    else if constexpr (std::is_same_v<decltype(b), const uint16_t*>)
+      kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, b,
+                         int(L), beta, c, int(L));
     else
       gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
            b, int(L), beta, c, int(L));
@@ -319,12 +357,22 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 
   if (mode == ConvThreading::kSharedGemm) {
     if (plan.direct) {
-      product(0, plan.rows, in, 0.0f, d_packed);
+      if (in_bf16)
+        product(0, plan.rows, in_bf16, 0.0f, d_packed);
+      else
+        product(0, plan.rows, in, 0.0f, d_packed);
     } else {
       for (int64_t r0 = 0; r0 < plan.rows; r0 += plan.shared_tile_rows) {
         const int64_t n = std::min(plan.shared_tile_rows, plan.rows - r0);
-        im2col_parallel(column, in, plan, r0, n);
-        product(r0, n, column, r0 == 0 ? 0.0f : 1.0f, d_packed);
+        const float beta = r0 == 0 ? 0.0f : 1.0f;
+        if (in_bf16) {
+          uint16_t* col = bf16_columns(column);
+          im2col_parallel(col, in_bf16, plan, r0, n);
+          product(r0, n, static_cast<const uint16_t*>(col), beta, d_packed);
+        } else {
+          im2col_parallel(column, in, plan, r0, n);
+          product(r0, n, static_cast<const float*>(column), beta, d_packed);
+        }
       }
     }
   } else {
@@ -343,12 +391,22 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
       if (begin == end) std::memset(partial, 0, size_t(count) * sizeof(float));
       for (int64_t r0 = begin; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);
-        const float* b = in + r0 * L;
-        if (!plan.direct) {
-          kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
-          b = my_column;
+        const float beta = r0 == begin ? 0.0f : 1.0f;
+        if (in_bf16) {
+          const uint16_t* b = in_bf16 + r0 * L;
+          if (!plan.direct) {
+            kernels::im2col_nhwc(bf16_columns(my_column), in_bf16, plan.shape, r0, r0 + n);
+            b = bf16_columns(my_column);
+          }
+          product(r0, n, b, beta, partial);
+        } else {
+          const float* b = in + r0 * L;
+          if (!plan.direct) {
+            kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
+            b = my_column;
+          }
+          product(r0, n, b, beta, partial);
         }
-        product(r0, n, b, r0 == begin ? 0.0f : 1.0f, partial);
       }
 #pragma omp barrier
       const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
@@ -365,7 +423,7 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
                           const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
-  check_bf16_d_out(g, options);
+  check_bf16_operands(g, options);
   if (use_direct(g, Pass::kBackwardData, options.algorithm, options.precision)) {
     kernels::direct_conv_backward_data(d_in, d_out, weight, g, scratch, options.accumulate_d_in);
     return;

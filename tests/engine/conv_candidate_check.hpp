@@ -3,7 +3,8 @@
 // one registry candidate against the reference: exactly its scratch_floats() of scratch followed
 // by a guard that must come back untouched, outputs starting as NaN ("overwritten" checked),
 // backward-data also accumulating onto a random d_in, every element within a bound; a backward
-// pass that takes a bf16 output gradient gives with it the bits it gives on the fp32 one.
+// pass that takes a bf16 output gradient or bf16 input gives with it the bits it gives on the fp32
+// one.
 #pragma once
 
 #include <omp.h>
@@ -205,6 +206,20 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
                                                                  : cc.d_weight;
       *worst = std::max(*worst, check_close(result, ref, bound, accumulate ? &cc.d_in0 : nullptr,
                                             what + (accumulate ? " accumulate" : "")));
+      if (kernel->takes_bf16_in()) {
+        // The input handed over in bf16: the same bits as rounding it in the pass.
+        REQUIRE(pass != ConvPass::kBackwardData);
+        std::vector<uint16_t> in_bf16(cc.in.size());
+        kernels::convert_to_bf16(in_bf16.data(), cc.in.data(), int64_t(cc.in.size()));
+        std::vector<float> from_bf16(result.size(), nan);
+        kernels::ConvCall bf16_call = call;
+        bf16_call.in = nullptr;
+        bf16_call.in_bf16 = in_bf16.data();
+        (pass == ConvPass::kForward ? bf16_call.out : bf16_call.d_weight) = from_bf16.data();
+        kernel->run(bf16_call);
+        INFO(what << ": bf16 input");
+        REQUIRE(from_bf16 == result);
+      }
       if (kernel->takes_bf16_d_out()) {
         // The output gradient handed over in bf16: the same bits as rounding it in the pass.
         REQUIRE(pass != ConvPass::kForward);

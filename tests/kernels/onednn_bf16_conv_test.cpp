@@ -188,3 +188,51 @@ TEST_CASE(
       }
   }
 }
+
+TEST_CASE("oneDNN bf16 candidate: a bf16 input gives forward and backward-weights bit for bit",
+          "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  using nostrum::kernels::ConvCall;
+  std::mt19937 rng(37);
+  for (const ConvGeometry& g :
+       {geometry(5, 12, 11, 20, 24, 3, 3, 1, 1), geometry(6, 9, 9, 16, 8, 1, 1, 2, 0)}) {
+    CHECK_FALSE(
+        nostrum::kernels::prepare_onednn(g, ConvPass::kBackwardData, Precision::kBf16, SIZE_MAX)
+            ->takes_bf16_in());
+    CHECK_FALSE(nostrum::kernels::prepare_onednn(g, ConvPass::kForward, Precision::kFp32, SIZE_MAX)
+                    ->takes_bf16_in());
+    const Tensors t = random_tensors(g, rng);
+    std::vector<uint16_t> in_bf16(t.in.size());
+    nostrum::kernels::convert_to_bf16(in_bf16.data(), t.in.data(), int64_t(t.in.size()));
+    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardWeights})
+      for (size_t budget : {size_t(SIZE_MAX), size_t(1)}) {  // whole batch; one image a chunk
+        auto prepared = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, budget);
+        REQUIRE(prepared->takes_bf16_in());
+        Workspace scratch(prepared->scratch_floats() * sizeof(float));
+        for (int N : {g.N, 2}) {
+          const std::string what = name(g) + " " + nostrum::kernels::conv_pass_name(pass) + " N " +
+                                   std::to_string(N) + " budget " + std::to_string(budget);
+          const size_t size =
+              pass == ConvPass::kForward ? size_t(N) * g.P() * g.Q() * g.K : t.weight.size();
+          std::vector<float> from_fp32(size, 0.5f), from_bf16(size, 0.5f);
+          for (std::vector<float>* result : {&from_fp32, &from_bf16}) {
+            ConvCall call;
+            call.N = N;
+            call.scratch = static_cast<float*>(scratch.data());
+            if (result == &from_fp32)
+              call.in = t.in.data();
+            else
+              call.in_bf16 = in_bf16.data();
+            if (pass == ConvPass::kForward)
+              call.weight = t.weight.data(), call.out = result->data();
+            else
+              call.d_out = t.d_out.data(), call.d_weight = result->data();
+            prepared->run(call);
+            scratch.require_guard(what);
+          }
+          INFO(what);
+          CHECK(from_fp32 == from_bf16);
+        }
+      }
+  }
+}

@@ -45,6 +45,10 @@ struct ConvCall {
   // Backward passes of a bf16 run only: the output gradient already in bf16 (the batch norm after
   // the conv wrote it so), given only to a kernel whose takes_bf16_d_out(); d_out is then null.
   const uint16_t* d_out_bf16 = nullptr;
+  // Forward and backward-weights of a bf16 run only: the input activations already in bf16 (the
+  // batch norm before the conv wrote them so), given only to a kernel whose takes_bf16_in(); in is
+  // then null.
+  const uint16_t* in_bf16 = nullptr;
   // Shared working memory of at least PreparedConv::scratch_floats() floats (64-byte aligned),
   // shared by every conv layer: nothing in it survives from one call to the next.
   float* scratch = nullptr;
@@ -68,6 +72,10 @@ class PreparedConv {
   // gradient only as bf16): the model then has the batch norm write it in bf16, once for both
   // backward passes, instead of each pass rounding an fp32 copy.
   virtual bool takes_bf16_d_out() const { return false; }
+  // Whether run takes ConvCall::in_bf16 (a forward or backward-weights pass on bf16 operands that
+  // reads the input only as bf16): the model then has the batch norm before the conv write its
+  // output in bf16, once for both passes and for its own backward's ReLU mask.
+  virtual bool takes_bf16_in() const { return false; }
 };
 
 // A candidate: stateless, one instance in the registry, described by a stable name (in the

@@ -54,7 +54,10 @@ class OnednnConv {
   size_t workspace_bytes() const;
 
   // kForward: out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
-  void forward(float* out, const float* in, const float* weight, void* workspace);
+  // bf16 only: in_bf16, when given, is the input already in bf16 (NHWC, as in would be rounded)
+  // and in is not read; forward and backward-weights take it.
+  void forward(float* out, const float* in, const float* weight, void* workspace,
+               const uint16_t* in_bf16 = nullptr);
   // kBackwardData: d_in (N,H,W,C) = the input gradient from d_out (N,P,Q,K) and weight, or
   // d_in += it when accumulate (oneDNN 2.x has no sum post-op here: the gradient goes to the
   // workspace and is added).
@@ -64,7 +67,7 @@ class OnednnConv {
                      void* workspace, const uint16_t* d_out_bf16 = nullptr);
   // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
   void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace,
-                        const uint16_t* d_out_bf16 = nullptr);
+                        const uint16_t* d_out_bf16 = nullptr, const uint16_t* in_bf16 = nullptr);
 
   // The implementation oneDNN chose for the convolution, e.g. "brgconv:avx512_core_bf16";
   // "ref:any" is its slow reference code.

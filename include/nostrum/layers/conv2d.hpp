@@ -58,6 +58,10 @@ struct ConvOptions {
   // d_out (which may then be null). The values the GEMM would have rounded d_out to, so the same
   // results bit for bit (the model hands it over from the batch norm after the conv).
   const uint16_t* d_out_bf16 = nullptr;
+  // Forward and backward-weights in kBf16 only: the input activations already in bf16 (N,H,W,C),
+  // read instead of in (which may then be null); the values the GEMM would have rounded in to, so
+  // the same results bit for bit (the model hands them over from the batch norm before the conv).
+  const uint16_t* in_bf16 = nullptr;
 };
 
 size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);

@@ -47,6 +47,9 @@ class PreparedOnednn final : public PreparedConv {
   bool takes_bf16_d_out() const override {
     return precision_ == Precision::kBf16 && pass_ != ConvPass::kForward;
   }
+  bool takes_bf16_in() const override {
+    return precision_ == Precision::kBf16 && pass_ != ConvPass::kBackwardData;
+  }
   int chunks() const { return chunks_; }
   void run(const ConvCall& c) override {
     // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
@@ -58,7 +61,8 @@ class PreparedOnednn final : public PreparedConv {
       OnednnConv& conv = at(n);
       switch (pass_) {
         case ConvPass::kForward:
-          conv.forward(c.out + n0 * out_image, c.in + n0 * in_image, c.weight, c.scratch);
+          conv.forward(c.out + n0 * out_image, offset(c.in, n0 * in_image), c.weight, c.scratch,
+                       offset(c.in_bf16, n0 * in_image));
           break;
         case ConvPass::kBackwardData:
           conv.backward_data(c.d_in + n0 * in_image, offset(c.d_out, n0 * out_image), c.weight,
@@ -66,8 +70,9 @@ class PreparedOnednn final : public PreparedConv {
           break;
         case ConvPass::kBackwardWeights:
           conv.backward_weights(i == 0 ? c.d_weight : partial, offset(c.d_out, n0 * out_image),
-                                c.in + n0 * in_image, c.scratch,
-                                offset(c.d_out_bf16, n0 * out_image));
+                                offset(c.in, n0 * in_image), c.scratch,
+                                offset(c.d_out_bf16, n0 * out_image),
+                                offset(c.in_bf16, n0 * in_image));
           if (i > 0) parallel_add(c.d_weight, partial, int64_t(weight_floats()));
           break;
       }
@@ -77,7 +82,7 @@ class PreparedOnednn final : public PreparedConv {
 
  private:
   size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
-  // p + n, null staying null (the output gradient comes as fp32 or as bf16, not both).
+  // p + n, null staying null (an operand comes as fp32 or as bf16, not both).
   template <class T>
   static const T* offset(const T* p, size_t n) {
     return p ? p + n : nullptr;

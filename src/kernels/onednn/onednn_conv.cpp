@@ -212,6 +212,13 @@ struct OnednnConv::Impl {
                   "oneDNN conv: a bf16 output gradient for an fp32 primitive", describe(g));
     gradient.m.set_data_handle(const_cast<uint16_t*>(d_out_bf16));
   }
+  // The forward and weight-gradient passes' input likewise.
+  void take_input(const uint16_t* in_bf16) {
+    if (!in_bf16) return run(activation_in, activation_in_args);
+    NOSTRUM_CHECK(precision == Precision::kBf16 && activation_in, Error,
+                  "oneDNN conv: a bf16 input for an fp32 primitive", describe(g));
+    activation.m.set_data_handle(const_cast<uint16_t*>(in_bf16));
+  }
 };
 
 void OnednnConv::Impl::build() {
@@ -422,13 +429,14 @@ void require_pass(ConvPass have, ConvPass want, const char* call, const ConvGeom
 
 }  // namespace
 
-void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace) {
+void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace,
+                         const uint16_t* in_bf16) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kForward, "forward", m.g);
   m.attach(workspace);
   Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
   Impl::run(m.weight_in, m.weight_in_args);
-  Impl::run(m.activation_in, m.activation_in_args);
+  m.take_input(in_bf16);
   m.conv.execute(cpu_stream(), m.conv_args);
   cpu_stream().wait();
 }
@@ -465,12 +473,13 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
 }
 
 void OnednnConv::backward_weights(float* d_weight, const float* d_out, const float* in,
-                                  void* workspace, const uint16_t* d_out_bf16) {
+                                  void* workspace, const uint16_t* d_out_bf16,
+                                  const uint16_t* in_bf16) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kBackwardWeights, "backward_weights", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.in_user, in), Impl::point(m.weight_user, d_weight);
-  Impl::run(m.activation_in, m.activation_in_args);
+  m.take_input(in_bf16);
   m.take_gradient(d_out_bf16);
   m.conv.execute(cpu_stream(), m.conv_args);
   Impl::run(m.weight_gradient_out, m.weight_gradient_out_args);
