@@ -298,6 +298,39 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
 }
 
+// bf16 outputs (BatchNormOptions::d_in_bf16, out_bf16) go through each thread's fp32 tiles of
+// about kBf16TileFloats floats (16 KB, in L1): the rows computed into one, then rounded into place;
+// a bf16 output read back (the backward's ReLU mask) is widened into the other.
+constexpr size_t kBf16TileFloats = 4096;
+std::vector<float>& bf16_tile(int which) {
+  thread_local std::vector<float> tiles[2];
+  return tiles[which];
+}
+// Rows per tile for C channels: a multiple of `multiple` rows (at least one multiple).
+int64_t tile_rows(int C, int64_t multiple) {
+  return std::max<int64_t>(1, int64_t(kBf16TileFloats) / C / multiple) * multiple;
+}
+float* tile_floats(int which, int64_t rows, int C) {
+  std::vector<float>& tile = bf16_tile(which);
+  if (tile.size() < size_t(rows) * C) tile.resize(size_t(rows) * C);
+  return tile.data();
+}
+
+// normalize_rows into out, or through a tile into out_bf16.
+void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const float* residual,
+                       const float* mean, const float* invstd, const float* gamma,
+                       const float* beta, int64_t rows, int C, bool relu) {
+  if (!out_bf16) return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
+  const int64_t step = tile_rows(C, 1);
+  float* tile = tile_floats(0, step, C);
+  for (int64_t r = 0; r < rows; r += step) {
+    const int64_t n = std::min(step, rows - r);
+    normalize_rows(tile, in + r * C, residual ? residual + r * C : nullptr, mean, invstd, gamma,
+                   beta, n, C, relu);
+    kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
+  }
+}
+
 // The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
 struct Normalization {
   float* out;
@@ -317,9 +350,11 @@ void normalize_thread_rows(const Normalization& n) {
   const int64_t r0 = n.rows * t / nt, r1 = n.rows * (t + 1) / nt;
   const float* residual = n.options->residual;
   const int C = n.C;
+  uint16_t* out_bf16 = n.options->out_bf16;
   if (r1 > r0)
-    normalize_rows(n.out + r0 * C, n.in + r0 * C, residual ? residual + r0 * C : nullptr, n.mean,
-                   n.invstd, n.gamma, n.beta, r1 - r0, C, n.options->fuse_relu);
+    normalize_rows_to(n.out + r0 * C, out_bf16 ? out_bf16 + r0 * C : nullptr, n.in + r0 * C,
+                      residual ? residual + r0 * C : nullptr, n.mean, n.invstd, n.gamma, n.beta,
+                      r1 - r0, C, n.options->fuse_relu);
 }
 
 }  // namespace
@@ -365,28 +400,18 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     if (r1 > r0)
-      normalize_rows(out + r0 * C, in + r0 * C,
-                     options.residual ? options.residual + r0 * C : nullptr, running_mean, invstd,
-                     gamma, beta, r1 - r0, C, options.fuse_relu);
+      normalize_rows_to(out + r0 * C, options.out_bf16 ? options.out_bf16 + r0 * C : nullptr,
+                        in + r0 * C, options.residual ? options.residual + r0 * C : nullptr,
+                        running_mean, invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
   }
 }
-
-namespace {
-
-// backward's bf16 output: each thread's fp32 tile of about kBf16TileFloats floats (16 KB, in L1).
-constexpr size_t kBf16TileFloats = 4096;
-std::vector<float>& bf16_tile() {
-  thread_local std::vector<float> tile;
-  return tile;
-}
-
-}  // namespace
 
 void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float* d_out,
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch) {
   const bool relu = options.fuse_relu;
+  const uint16_t* y_bf16 = options.out_bf16;    // the forward output in bf16, for the mask
   double* partial_dy = scratch;                 // (kChunks, C)
   double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
@@ -398,9 +423,21 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     double* b = partial_dyx + k * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-    if (r1 > r0)
+    if (r1 <= r0) continue;
+    if (!(relu && y_bf16)) {
       backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr, save_mean,
                         r1 - r0, C);
+      continue;
+    }
+    // The bf16 output widened a tile at a time; whole 16-row blocks per tile, so the float
+    // partials are those of one call.
+    const int64_t step = tile_rows(C, kBlockRows);
+    float* y = tile_floats(1, step, C);
+    for (int64_t r = r0; r < r1; r += step) {
+      const int64_t n = std::min(step, r1 - r);
+      kernels::convert_from_bf16(y, y_bf16 + r * C, n * C);
+      backward_sum_rows(a, b, d_out + r * C, in + r * C, y, save_mean, n, C);
+    }
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
@@ -436,20 +473,24 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    if (!d_in_bf16) {
+    const bool y_tiled = relu && y_bf16;
+    if (!d_in_bf16 && !y_tiled) {
       if (r1 > r0)
         backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
                             relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
     } else {
-      // A few rows at a time into an fp32 tile that stays in L1, then rounded into place.
-      std::vector<float>& tile = bf16_tile();
-      const int64_t step = std::max<int64_t>(1, int64_t(kBf16TileFloats) / C);
-      if (tile.size() < size_t(step) * C) tile.resize(size_t(step) * C);
+      // A few rows at a time through the L1 tiles: the bf16 output widened into one, the result
+      // computed into the other and rounded into place (or written as it is).
+      const int64_t step = tile_rows(C, 1);
+      float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
+      float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
       for (int64_t r = r0; r < r1; r += step) {
         const int64_t n = std::min(step, r1 - r);
-        backward_apply_rows(tile.data(), d_out + r * C, in + r * C, relu ? out + r * C : nullptr,
+        if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
+        const float* y = y_tiled ? y_tile : relu ? out + r * C : nullptr;
+        backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, in + r * C, y,
                             save_mean, ca, ck, cb, n, C);
-        kernels::convert_to_bf16(d_in_bf16 + r * C, tile.data(), n * C);
+        if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
       }
     }
   }

@@ -290,3 +290,64 @@ TEST_CASE("batch norm backward writes its input gradient in bf16 as the fp32 one
       CHECK(bn.dbeta == dbeta);
     }
 }
+
+TEST_CASE("batch norm writes its output in bf16 as the fp32 one rounded; backward's mask reads it",
+          "[engine][batch_norm]") {
+  // C = 300 over 3200 rows: 50 rows a chunk, so backward's statistics widen the bf16 output in
+  // 16-row tiles with a partial last one; C = 5000: one row per forward tile.
+  for (int C : {20, 3, 300, 5000})
+    for (bool relu : {false, true}) {
+      const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
+      INFO("C " << C << " relu " << relu);
+      // Large gradients that cancel: the backward sums' float partials show in the results, so
+      // a tiling that regrouped them would too.
+      auto x = random_vector(rows * C, 27);
+      auto dy = random_vector(rows * C, 28, -1e4f, 1e4f);
+      BatchNormOptions o;
+      o.fuse_relu = relu;
+      Bn bn(rows, C, 29), bf(rows, C, 29);
+      bn.forward(x, o);
+      bn.backward(x, dy, o);
+      std::vector<uint16_t> y(rows * C, 0xFFFF);
+      BatchNormOptions ob = o;
+      ob.out_bf16 = y.data();
+      std::fill(bf.out.begin(), bf.out.end(), -1.0f);
+      bf.forward(x, ob);
+      size_t differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += y[i] != kernels::fp32_to_bf16(bn.out[i]);
+      CHECK(differ == 0);
+      CHECK(std::all_of(bf.out.begin(), bf.out.end(), [](float v) { return v == -1.0f; }));
+      CHECK(bf.mean == bn.mean);  // C floats
+      CHECK(bf.invstd == bn.invstd);
+      CHECK(bf.rvar == bn.rvar);
+      // Backward reads the bf16 output (the fp32 one is -1 everywhere: a mask that read it would
+      // drop every gradient): the same bits, with an fp32 and with a bf16 input gradient.
+      // (Counts, not CHECK(a == b): a failure would print a million floats.)
+      const auto mismatches = [](const std::vector<float>& a, const std::vector<float>& b) {
+        size_t n = a.size() == b.size() ? 0 : 1;
+        for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
+        return n;
+      };
+      bf.backward(x, dy, ob);
+      CHECK(mismatches(bf.dx, bn.dx) == 0);
+      CHECK(mismatches(bf.dgamma, bn.dgamma) == 0);
+      CHECK(mismatches(bf.dbeta, bn.dbeta) == 0);
+      std::vector<uint16_t> words(rows * C, 0xFFFF);
+      ob.d_in_bf16 = words.data();
+      bf.backward(x, dy, ob);
+      differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += words[i] != kernels::fp32_to_bf16(bn.dx[i]);
+      CHECK(differ == 0);
+      // Eval: the running statistics' normalisation, rounded likewise.
+      std::vector<float> eval(rows * C), invstd(C);
+      batch_norm_forward_inference(eval.data(), x.data(), bn.gamma.data(), bn.beta.data(),
+                                   bn.rmean.data(), bn.rvar.data(), rows, C, o, invstd.data());
+      BatchNormOptions oe = o;
+      oe.out_bf16 = y.data();
+      batch_norm_forward_inference(nullptr, x.data(), bn.gamma.data(), bn.beta.data(),
+                                   bn.rmean.data(), bn.rvar.data(), rows, C, oe, invstd.data());
+      differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += y[i] != kernels::fp32_to_bf16(eval[i]);
+      CHECK(differ == 0);
+    }
+}

@@ -24,6 +24,11 @@ struct BatchNormOptions {
   // (then unused): the output gradient of a conv whose kernels take it in bf16. Must not overlap
   // d_out.
   uint16_t* d_in_bf16 = nullptr;
+  // Forward: out written here as bf16 (the same rounding) instead of to out (then unused): the
+  // input of a conv whose kernels take it in bf16. Backward: that forward's bf16 output, read for
+  // the ReLU mask instead of out (a value below bf16's smallest subnormal rounds to 0 and masks
+  // its gradient, as the bf16 conv input it became does).
+  uint16_t* out_bf16 = nullptr;
   Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 
