@@ -54,6 +54,10 @@ struct Layer {
   // bf16 runs: a conv whose output gradient travels in bf16, written so by the batch norm after
   // it (which then has this set too), where both its backward kernels take it (set_conv_kernels).
   bool bf16_gradient = false;
+  // bf16 runs: a batch norm whose output travels in bf16 (kept in its output buffer as bf16) and
+  // the conv after it that reads it so (bf16_input), where that conv's forward and weight-gradient
+  // kernels take it and nothing else reads the output (the batch norms inside a residual path).
+  bool bf16_output = false, bf16_input = false;
   size_t first_parameter = 0;  // table index of its first entry (parameter_specs order)
   // Tensors, set by build. input: (N, in) images, arena or another layer's output.
   const float* input = nullptr;
@@ -382,11 +386,21 @@ struct Pass {
   int64_t rows(const ImageShape& s) const { return int64_t(n) * s.H * s.W; }
 };
 
+// Layer l's output as the bf16 values it holds when l.bf16_output.
+uint16_t* bf16_output(const Layer& l) {
+  return l.bf16_output ? reinterpret_cast<uint16_t*>(l.output) : nullptr;
+}
+// The conv l's input as bf16 (the batch norm before it wrote it so), or null.
+const uint16_t* bf16_input(const Layer& l) {
+  return l.bf16_input ? reinterpret_cast<const uint16_t*>(l.input) : nullptr;
+}
+
 void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
   layers::BatchNormOptions o;
   o.fuse_relu = l.relu || residual != nullptr;  // a residual add is always followed by ReLU
   o.residual = residual;
   o.reducer = s.reducer;
+  o.out_bf16 = bf16_output(l);
   const int C = l.out.C;
   if (s.training) {
     layers::batch_norm_forward_training(
@@ -410,7 +424,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
       case LayerKind::kLinear: {
         kernels::ConvCall c;
         c.N = s.n;
-        c.in = l.input;
+        c.in_bf16 = bf16_input(l);
+        c.in = c.in_bf16 ? nullptr : l.input;
         c.weight = s.param(l, entry::kWeight).value;
         c.out = l.output;
         c.scratch = s.conv_scratch;
@@ -445,7 +460,8 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
   s.timed(l.name, Phase::kBackwardWeights, [&] {
     kernels::ConvCall c;
     c.N = s.n;
-    c.in = l.input;
+    c.in_bf16 = bf16_input(l);
+    c.in = c.in_bf16 ? nullptr : l.input;
     c.d_out = d_output;
     c.d_out_bf16 = d_output_bf16;
     c.d_weight = s.param(l, entry::kWeight).grad;
@@ -483,6 +499,7 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         o.fuse_relu = l.relu;
         o.reducer = s.reducer;
         if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
+        o.out_bf16 = bf16_output(l);  // its ReLU mask
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
                                     s.param(l, entry::kBias).grad, d_output, l.input, l.output,
                                     s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
@@ -580,9 +597,10 @@ struct Model::Impl {
   // the model's precision (bf16: kernels/bf16.hpp; the classifier takes the same precision).
   layers::ConvOptions conv_options;
   kernels::ConvChoiceTable conv_kernels;  // what set_conv_kernels was given
-  bool bf16_gradients = true;             // set_bf16_gradients
-  // Sets Layer::bf16_gradient on every conv and the batch norm after it (see there).
-  void link_bf16_gradients(kernels::Precision precision);
+  bool bf16_handover = true;              // set_bf16_handover
+  // Sets Layer::bf16_gradient on every conv and the batch norm after it, and bf16_output /
+  // bf16_input on a residual path's inner batch norms and the convs after them (see there).
+  void link_bf16_handover(kernels::Precision precision);
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s(m.table_);
@@ -799,39 +817,64 @@ void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
     m.conv_scratch = scratch_.data();
   }
   m.conv_kernels = table;
-  m.link_bf16_gradients(spec_.precision);
+  m.link_bf16_handover(spec_.precision);
 }
 
-void Model::Impl::link_bf16_gradients(kernels::Precision precision) {
-  const auto takes = [](const std::shared_ptr<kernels::PreparedConv>& k) {
+void Model::Impl::link_bf16_handover(kernels::Precision precision) {
+  const bool bf16 = bf16_handover && precision == kernels::Precision::kBf16;
+  const auto kernel = [](const Layer& l, kernels::ConvPass pass) {
+    return l.kernel[int(pass)].get();
+  };
+  const auto takes_d_out = [&](const Layer& l, kernels::ConvPass pass) {
+    const kernels::PreparedConv* k = kernel(l, pass);
     return !k || k->takes_bf16_d_out();  // no kernel: the stem has no backward-data pass
   };
   for (Block& b : blocks)
     for (std::vector<Layer>* chain : {&b.path, &b.shortcut})
       for (size_t i = 0; i < chain->size(); ++i) {
         Layer& l = (*chain)[i];
-        if (l.kind != LayerKind::kConv) continue;
-        Layer* norm = i + 1 < chain->size() && (*chain)[i + 1].kind == LayerKind::kBatchNorm
-                          ? &(*chain)[i + 1]
-                          : nullptr;
-        const bool on = bf16_gradients && precision == kernels::Precision::kBf16 && norm &&
-                        l.kernel[int(kernels::ConvPass::kBackwardWeights)] &&
-                        takes(l.kernel[int(kernels::ConvPass::kBackwardWeights)]) &&
-                        takes(l.kernel[int(kernels::ConvPass::kBackwardData)]);
-        l.bf16_gradient = on;
-        if (norm) norm->bf16_gradient = on;
+        Layer* next = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
+        if (l.kind == LayerKind::kConv) {
+          Layer* norm = next && next->kind == LayerKind::kBatchNorm ? next : nullptr;
+          const bool on = bf16 && norm && kernel(l, kernels::ConvPass::kBackwardWeights) &&
+                          takes_d_out(l, kernels::ConvPass::kBackwardWeights) &&
+                          takes_d_out(l, kernels::ConvPass::kBackwardData);
+          l.bf16_gradient = on;
+          if (norm) norm->bf16_gradient = on;
+        }
+        if (l.kind == LayerKind::kBatchNorm) {
+          // Its output is only the next conv's input (and its own backward's ReLU mask): an
+          // inner batch norm of a residual path. A block's last one is the block output, which
+          // the next block, its shortcut and the add's backward read in fp32.
+          const bool inner = b.residual && chain == &b.path && l.relu && !l.last_of_residual_path &&
+                             next && next->kind == LayerKind::kConv;
+          const kernels::PreparedConv* fwd =
+              inner ? kernel(*next, kernels::ConvPass::kForward) : nullptr;
+          const kernels::PreparedConv* wgt =
+              inner ? kernel(*next, kernels::ConvPass::kBackwardWeights) : nullptr;
+          const bool on = bf16 && fwd && wgt && fwd->takes_bf16_in() && wgt->takes_bf16_in();
+          l.bf16_output = on;
+          if (next) next->bf16_input = on;
+        }
       }
 }
 
-void Model::set_bf16_gradients(bool on) {
-  impl_->bf16_gradients = on;
-  impl_->link_bf16_gradients(spec_.precision);
+void Model::set_bf16_handover(bool on) {
+  impl_->bf16_handover = on;
+  impl_->link_bf16_handover(spec_.precision);
 }
 
 int Model::bf16_gradient_convs() const {
   int count = 0;
   for_each_layer(impl_->blocks,
                  [&](const Layer& l) { count += l.kind == LayerKind::kConv && l.bf16_gradient; });
+  return count;
+}
+
+int Model::bf16_input_convs() const {
+  int count = 0;
+  for_each_layer(impl_->blocks,
+                 [&](const Layer& l) { count += l.kind == LayerKind::kConv && l.bf16_input; });
   return count;
 }
 

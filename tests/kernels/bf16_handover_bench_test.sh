@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# nostrum-bench --bf16-handover: "on" reports the convs that take their output gradient in bf16
-# (every conv on nostrum's bf16 GEMM), "off" none, and "ab" alternates the two in one process and
-# reports both speeds. A CPU without AVX512_BF16 reports itself skipped (77).
+# nostrum-bench --bf16-handover: "on" reports the convs that take their output gradient and their
+# input activations in bf16 (every conv on nostrum's bf16 GEMM), "off" none, and "ab" alternates
+# the two in one process and reports both speeds. A CPU without AVX512_BF16 reports itself skipped (77).
 # Usage: THIS path/to/nostrum-bench
 set -euo pipefail
 bench=$1
@@ -17,16 +17,17 @@ expect() {  # OUTPUT PATTERN WHAT
 out=$(step --bf16-handover on)
 printf '%s\n' "$out"
 # resnet8: the stem conv, two per basic block (3 blocks), two downsample convs.
-expect "$out" '"bf16_handover_convs": 9[,}]' "on: every conv of resnet8 takes a bf16 gradient"
+expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 3[,}]' \
+  "on: every conv of resnet8 takes a bf16 gradient, each block's second conv its input"
 if printf '%s\n' "$out" | grep -q images_per_second_handover_off; then
   echo "FAIL: on reports an off speed"
   fail=1
 fi
 out=$(step --bf16-handover off)
 printf '%s\n' "$out"
-expect "$out" '"bf16_handover_convs": 0[,}]' "off: none"
+expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 0[,}]' "off: none"
 out=$(step --bf16-handover ab)
 printf '%s\n' "$out"
-expect "$out" '"bf16_handover_convs": 9, "images_per_second_handover_off": [0-9]+\.[0-9]+\}' \
+expect "$out" '"bf16_input_convs": 3, "images_per_second_handover_off": [0-9]+\.[0-9]+\}' \
   "ab: both speeds"
 exit $fail

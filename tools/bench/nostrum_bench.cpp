@@ -34,7 +34,7 @@ struct Options {
   std::string precision_note;                      // --precision auto: the probes and the choice
   std::string conv_kernel = "cached", conv_cache;  // as nostrum-train's --conv-kernel, --conv-cache
   bool verbose = false;                            // the conv kernel table on stderr
-  std::string bf16_handover = "on";  // on | off | ab (Model::set_bf16_gradients, alternated)
+  std::string bf16_handover = "on";  // on | off | ab (Model::set_bf16_handover, alternated)
 };
 
 const char* kUsage =
@@ -225,12 +225,13 @@ int main(int argc, char** argv) try {
   std::vector<double> step_s, off_step_s;  // off: the hand-over's off steps of an ab run
   double loss = 0.0;
   const bool ab = opt.bf16_handover == "ab";
-  model->set_bf16_gradients(opt.bf16_handover != "off");
+  model->set_bf16_handover(opt.bf16_handover != "off");
   const int handover_convs = model->bf16_gradient_convs();
+  const int input_convs = model->bf16_input_convs();
   for (int s = 0; s < opt.warmup + opt.steps * (ab ? 2 : 1); ++s) {
     if (s == opt.warmup && opt.layers) model->set_observer(&profile);
     const bool off_step = ab && s % 2 == 1;
-    if (ab) model->set_bf16_gradients(!off_step);
+    if (ab) model->set_bf16_handover(!off_step);
     const double t0 = omp_get_wtime();
     model->forward(images.data(), opt.batch, true);
     loss = model->loss(labels.data(), 0.1f, 1.0f / opt.batch);
@@ -261,14 +262,15 @@ int main(int argc, char** argv) try {
       "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
       "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
       "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f, "
-      "\"bf16_handover_convs\": %d%s}\n",
+      "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
       nostrum::kernels::precision_name(opt.precision),
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
-      table.rows.size(), measured, table.measure_seconds, handover_convs, ab_json.c_str());
+      table.rows.size(), measured, table.measure_seconds, handover_convs, input_convs,
+      ab_json.c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

@@ -80,13 +80,18 @@ class Model {
   // chosen candidate cannot run a shape here or the table's precision is not the model's.
   void set_conv_kernels(const kernels::ConvChoiceTable& table);
   const kernels::ConvChoiceTable& conv_kernels() const;  // the table last set
-  // bf16 runs: a conv whose backward kernels both take a bf16 output gradient
-  // (PreparedConv::takes_bf16_d_out: nostrum's bf16 GEMM, oneDNN's bf16 primitives) gets it from
-  // the batch norm after it, written in bf16 once instead of rounded from fp32 by each pass: the
-  // same bf16 values, so the same results. On by default; off for A/B checks.
-  // bf16_gradient_convs() counts those convs.
-  void set_bf16_gradients(bool on);
+  // bf16 runs hand bf16 tensors from the batch norms to the convs that take them, written in bf16
+  // once instead of rounded from fp32 by each pass: the same bf16 values, so the same results.
+  // - Output gradients: a conv whose backward kernels both take one
+  //   (PreparedConv::takes_bf16_d_out: nostrum's bf16 GEMM, oneDNN's bf16 primitives) gets it from
+  //   the batch norm after it. bf16_gradient_convs() counts those convs.
+  // - Activations: a residual path's inner batch norm (its output read only by the next conv and
+  //   its own ReLU mask) keeps its output in bf16 where that conv's forward and weight-gradient
+  //   kernels take it (takes_bf16_in). bf16_input_convs() counts those convs.
+  // On by default; off for A/B checks.
+  void set_bf16_handover(bool on);
   int bf16_gradient_convs() const;
+  int bf16_input_convs() const;
 
   void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
   void set_observer(LayerObserver* observer);  // nullptr = no timing
