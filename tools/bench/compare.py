@@ -177,6 +177,13 @@ def main():
                     dots.append(bf16_dot_gflops(args.build, env))
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
+            # Peak RSS: of the runs that read the conv table from the cache (a measuring run holds
+            # the measurement's buffers too), whichever round was fastest.
+            for runs in (ours, ours16):
+                steady = [x["peak_rss_mb"] for x in runs if not x.get("conv_measured")] or \
+                    [x["peak_rss_mb"] for x in runs]
+                for x in runs:
+                    x["steady_rss_mb"] = max(steady)
             best_ours = max(ours, key=lambda x: x["images_per_second"])
             best_theirs = max(theirs, key=lambda x: x["images_per_second"])
             results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core))
@@ -202,7 +209,7 @@ def main():
               f"{o['images_per_second']:.2f} | {t['images_per_second']:.2f} ({t['format']}) | "
               f"{o['images_per_second'] / t['images_per_second']:.2f} | {o['gflops']:.1f} | "
               f"{ceiling:.1f} | {100 * o['gflops'] / ceiling:.0f} | "
-              f"{o['peak_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} |")
+              f"{o['steady_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} |")
 
     if bf16_results:
         print()
@@ -218,7 +225,7 @@ def main():
                   f"{t16['images_per_second']:.2f} ({t16['format']}) | "
                   f"{o16['images_per_second'] / t16['images_per_second']:.2f} | {o16['gflops']:.1f} | "
                   f"{dot:.1f} | {100 * o16['gflops'] / dot if dot else 0:.0f} | "
-                  f"{o32['peak_rss_mb']:.0f} / {o16['peak_rss_mb']:.0f} |")
+                  f"{o32['steady_rss_mb']:.0f} / {o16['steady_rss_mb']:.0f} |")
 
     print_chosen_kernels(results, bf16_results)
 
