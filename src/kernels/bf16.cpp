@@ -188,7 +188,7 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
   // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
   // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
   // driver adds block after block into C, so the chunks give the same bits as one call.
-  constexpr int64_t kChunkWords = int64_t(1) << 20;  // 4 MiB
+  constexpr int64_t kChunkWords = int64_t(1) << 18;  // 1 MiB
   const int64_t block_words = int64_t(bf16_avx512::kBlockPairs) * round16(N);
   const int chunk =
       2 * bf16_avx512::kBlockPairs * int(std::max<int64_t>(1, kChunkWords / block_words));

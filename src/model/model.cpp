@@ -665,7 +665,10 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
     activation_floats += Arena::padded(count);
     return nullptr;
   });
-  m.activations_ = Arena(activation_floats, m.spec_.name + " activations");
+  // Fresh pages, committed where written: a bf16 run's handed-over activations fill half of
+  // their fp32 slots, and the halves never written take no memory.
+  m.activations_ =
+      Arena(activation_floats, m.spec_.name + " activations", Arena::Zeroing::kOnFirstTouch);
   walk([&](size_t count) { return m.activations_.take(count, "activations"); });
   m.scratch_ = Arena(conv_floats, m.spec_.name + " conv scratch");
   conv_scratch = m.scratch_.data();

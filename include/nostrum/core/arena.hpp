@@ -18,8 +18,14 @@ class Arena {
     return (count + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
 
+  // How the memory comes zeroed. kEager: written with 0 at construction (OpenMP-parallel, so
+  // each thread's share is first touched by it). kOnFirstTouch: fresh pages from the OS, which
+  // read as 0 and take physical memory only where first written, so what a run never touches
+  // costs nothing (the activation arena, whose bf16 tensors fill half their fp32 slots).
+  enum class Zeroing { kEager, kOnFirstTouch };
+
   Arena() = default;
-  Arena(size_t capacity_floats, std::string name);  // zero-filled
+  Arena(size_t capacity_floats, std::string name, Zeroing zeroing = Zeroing::kEager);
   Arena(Arena&&) noexcept = default;
   Arena& operator=(Arena&&) noexcept = default;
 
@@ -37,6 +43,9 @@ class Arena {
 
  private:
   struct FreeDeleter {
+    FreeDeleter() noexcept : mapped_bytes(0) {}
+    explicit FreeDeleter(size_t bytes) noexcept : mapped_bytes(bytes) {}
+    size_t mapped_bytes;  // kOnFirstTouch: the mapping's length (munmap), else 0 (free)
     void operator()(float* p) const;
   };
   std::unique_ptr<float, FreeDeleter> data_;
