@@ -225,8 +225,8 @@ TEST_CASE("gemm_bf16 with packed B reuses the pack, K = 0 scales C by beta", "[b
 
 TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, beta once",
           "[bf16]") {
-  // N = 5500: one 192-pair block of B is over 1 M words, so gemm_bf16 packs 384 k per chunk and
-  // K = 801 takes three chunks (the last one odd).
+  // N = 5500: one 192-pair block of B is over a chunk (256 K words), so gemm_bf16 packs 384 k per
+  // chunk and K = 801 takes three chunks (the last one odd).
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int M = 5, N = 5500, K = 801;

@@ -79,7 +79,7 @@ void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uin
                       const uint32_t* Bp, float beta, float* C, int ldc);
 
 // Same as kernels::gemm with both operands rounded to bf16: packs B into a per-thread buffer, a
-// chunk of k of about 4 MiB of words at a time (whole 192-pair blocks: the same bits as one pack),
+// chunk of k of about 1 MiB of words at a time (whole 192-pair blocks: the same bits as one pack),
 // and calls gemm_bf16_packed per chunk.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
