@@ -85,39 +85,44 @@ size_t bf16_packed_b_words(int K, int N) {
   return size_t((K + 1) / 2) * size_t(round16(N));
 }
 
+namespace {
+
+// fn(s0, s1) on each thread's share of the 32-column strips of an N-column packed B (the pool's
+// threads outside a parallel region, the calling thread inside one).
+template <class Fn>
+void for_strips(int N, Fn&& fn) {
+  const int strips = (int(round16(N)) + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
+#pragma omp parallel if (threaded)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
+    if (s1 > s0) fn(s0, s1);
+  }
+}
+
+}  // namespace
+
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
   NOSTRUM_CHECK(trans_b == Trans::kNo, ShapeError,
                 "a bf16 B is packed from its rows only (op(B) = B)", "bf16_pack_b");
   note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   const int n_padded = int(round16(N));
-  const int strips = (n_padded + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
-  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
-#pragma omp parallel if (threaded)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
-    if (s1 > s0) bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
-  }
+  for_strips(
+      N, [&](int s0, int s1) { bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1); });
 }
 
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
   require_bf16("bf16_pack_b");
   note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
   const int n_padded = int(round16(N));
-  const int strips = (n_padded + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip;
-  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && strips > 1;
-#pragma omp parallel if (threaded)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
-    if (s1 > s0) {
-      if (trans_b == Trans::kNo)  // op(B) = B (K x N): pairs of rows
-        bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
-      else  // op(B) = B^T, B stored (N x K)
-        bf16_avx512::pack_b_columns(dst, n_padded, B, ldb, N, K, s0, s1);
-    }
-  }
+  for_strips(N, [&](int s0, int s1) {
+    if (trans_b == Trans::kNo)  // op(B) = B (K x N): pairs of rows
+      bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
+    else  // op(B) = B^T, B stored (N x K)
+      bf16_avx512::pack_b_columns(dst, n_padded, B, ldb, N, K, s0, s1);
+  });
 }
 
 namespace {

@@ -86,6 +86,78 @@ __attribute__((noinline)) void tile(float* C, int64_t ldc, const uint32_t* a, co
     }
 }
 
+// ---- operands as words: fp32 values rounded, bf16 values taken as they are ----
+
+// 16 words of one row's consecutive pairs from s, n values left in the row (zero past them).
+inline __m512i row_words(const float* s, int64_t n) {
+  return upper_halves(round_bits(_mm512_maskz_loadu_ps(first(n), s)),
+                      round_bits(_mm512_maskz_loadu_ps(first(n - 16), s + 16)));
+}
+inline __m512i row_words(const uint16_t* s, int64_t n) {
+  return _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32(0) : __mmask32((1u << (n > 0 ? n : 0)) - 1),
+                                  s);
+}
+
+// 16 words pairing columns of row a (low halves) and row b (high halves; 0 when b is null), the
+// columns masked by k.
+inline __m512i column_words(const float* a, const float* b, __mmask16 k) {
+  return pair_words(_mm512_maskz_loadu_ps(k, a),
+                    b ? _mm512_maskz_loadu_ps(k, b) : _mm512_setzero_ps());
+}
+inline __m512i column_words(const uint16_t* a, const uint16_t* b, __mmask16 k) {
+  const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a));
+  if (!b) return lo;
+  return _mm512_or_si512(
+      lo, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b)), 16));
+}
+
+template <class T>
+void rows_to_words_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t lds, int rows,
+                      int cols) {
+  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
+  for (int r = 0; r < rows; ++r) {
+    const T* s = src + r * lds;
+    uint32_t* d = dst + r * ld_words;
+    for (int64_t p = 0; p < words; p += 16)
+      _mm512_mask_storeu_epi32(d + p, first(ld_words - p), row_words(s + 2 * p, cols - 2 * p));
+  }
+}
+
+template <class T>
+void interleave_rows_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t lds, int rows,
+                        int cols) {
+  const int64_t width = cols < ld_words ? cols : ld_words;
+  for (int r = 0; r < rows; r += 2) {
+    const T* a = src + r * lds;
+    const T* b = r + 1 < rows ? a + lds : nullptr;
+    uint32_t* d = dst + (r / 2) * ld_words;
+    for (int64_t c = 0; c < width; c += 16)
+      _mm512_mask_storeu_epi32(d + c, first(ld_words - c),
+                               column_words(a + c, b ? b + c : nullptr, first(cols - c)));
+  }
+}
+
+template <class T>
+void pack_b_rows_of(uint32_t* dst, int n_padded, const T* src, int64_t lds, int rows, int cols,
+                    int s0, int s1) {
+  const int pairs = (rows + 1) / 2;
+  PackedB layout;
+  layout.pairs = pairs, layout.n_padded = n_padded;
+  // Pair rows outer: each source row is read once (a weight gradient's B is a whole tile of
+  // activations, read from memory), its strips written as it goes.
+  for (int p = 0; p < pairs; ++p) {
+    const T* a = src + int64_t(2 * p) * lds;
+    const T* b = 2 * p + 1 < rows ? a + lds : nullptr;
+    for (int s = s0; s < s1; ++s) {
+      const int j0 = kStrip * s, w = layout.width(s);
+      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
+      for (int c = 0; c < w; c += 16)
+        _mm512_storeu_si512(
+            d + c, column_words(a + j0 + c, b ? b + j0 + c : nullptr, first(cols - j0 - c)));
+    }
+  }
+}
+
 constexpr int kRowsWide = 14;    // NB = 2
 constexpr int kRowsNarrow = 24;  // NB = 1
 static_assert(kBlockRows % kRowsWide == 0 && kBlockRows % kRowsNarrow == 0, "whole tiles");
@@ -154,115 +226,32 @@ void convert(uint16_t* dst, const float* src, int64_t count) {
 
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols) {
-  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
-  for (int r = 0; r < rows; ++r) {
-    const float* s = src + r * lds;
-    uint32_t* d = dst + r * ld_words;
-    for (int64_t p = 0; p < words; p += 16) {
-      const int64_t n = cols - 2 * p;  // floats left in the row
-      const __m512i w =
-          upper_halves(round_bits(_mm512_maskz_loadu_ps(first(n), s + 2 * p)),
-                       round_bits(_mm512_maskz_loadu_ps(first(n - 16), s + 2 * p + 16)));
-      _mm512_mask_storeu_epi32(d + p, first(ld_words - p), w);
-    }
-  }
-}
-
-void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
-                     int cols) {
-  const int64_t width = cols < ld_words ? cols : ld_words;
-  for (int r = 0; r < rows; r += 2) {
-    const float* a = src + r * lds;
-    const float* b = a + lds;
-    const bool has_b = r + 1 < rows;
-    uint32_t* d = dst + (r / 2) * ld_words;
-    for (int64_t c = 0; c < width; c += 16) {
-      const __mmask16 k = first(cols - c);
-      const __m512 va = _mm512_maskz_loadu_ps(k, a + c);
-      const __m512 vb = has_b ? _mm512_maskz_loadu_ps(k, b + c) : _mm512_setzero_ps();
-      _mm512_mask_storeu_epi32(d + c, first(ld_words - c), pair_words(va, vb));
-    }
-  }
+  rows_to_words_of(dst, ld_words, src, lds, rows, cols);
 }
 
 void rows_to_words(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
                    int cols) {
-  const int64_t words = (cols + 1) / 2 < ld_words ? (cols + 1) / 2 : ld_words;
-  for (int r = 0; r < rows; ++r) {
-    const uint16_t* s = src + r * lds;
-    uint32_t* d = dst + r * ld_words;
-    for (int64_t p = 0; p < words; p += 16) {
-      const int64_t n = cols - 2 * p;  // values left in the row
-      const __mmask32 k = n >= 32 ? ~__mmask32(0) : __mmask32((1u << (n > 0 ? n : 0)) - 1);
-      _mm512_mask_storeu_epi32(d + p, first(ld_words - p), _mm512_maskz_loadu_epi16(k, s + 2 * p));
-    }
-  }
+  rows_to_words_of(dst, ld_words, src, lds, rows, cols);
+}
+
+void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
+                     int cols) {
+  interleave_rows_of(dst, ld_words, src, lds, rows, cols);
 }
 
 void interleave_rows(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
                      int cols) {
-  const int64_t width = cols < ld_words ? cols : ld_words;
-  for (int r = 0; r < rows; r += 2) {
-    const uint16_t* a = src + r * lds;
-    const uint16_t* b = a + lds;
-    const bool has_b = r + 1 < rows;
-    uint32_t* d = dst + (r / 2) * ld_words;
-    for (int64_t c = 0; c < width; c += 16) {
-      const __mmask16 k = first(cols - c);
-      const __m512i va = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + c));
-      const __m512i vb =
-          has_b ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b + c)), 16)
-                : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(d + c, first(ld_words - c), _mm512_or_si512(va, vb));
-    }
-  }
+  interleave_rows_of(dst, ld_words, src, lds, rows, cols);
 }
 
 void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,
                  int s0, int s1) {
-  const int pairs = (rows + 1) / 2;
-  PackedB layout;
-  layout.pairs = pairs, layout.n_padded = n_padded;
-  // Pair rows outer: each source row is read once (a weight gradient's B is a whole tile of
-  // activations, read from memory), its strips written as it goes.
-  for (int p = 0; p < pairs; ++p) {
-    const float* a = src + int64_t(2 * p) * lds;
-    const bool has_b = 2 * p + 1 < rows;
-    for (int s = s0; s < s1; ++s) {
-      const int j0 = kStrip * s, w = layout.width(s);
-      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
-      for (int c = 0; c < w; c += 16) {
-        const __mmask16 k = first(cols - j0 - c);
-        const __m512 va = _mm512_maskz_loadu_ps(k, a + j0 + c);
-        const __m512 vb = has_b ? _mm512_maskz_loadu_ps(k, a + lds + j0 + c) : _mm512_setzero_ps();
-        _mm512_storeu_si512(d + c, pair_words(va, vb));
-      }
-    }
-  }
+  pack_b_rows_of(dst, n_padded, src, lds, rows, cols, s0, s1);
 }
 
 void pack_b_rows(uint32_t* dst, int n_padded, const uint16_t* src, int64_t lds, int rows, int cols,
                  int s0, int s1) {
-  const int pairs = (rows + 1) / 2;
-  PackedB layout;
-  layout.pairs = pairs, layout.n_padded = n_padded;
-  for (int p = 0; p < pairs; ++p) {
-    const uint16_t* a = src + int64_t(2 * p) * lds;
-    const bool has_b = 2 * p + 1 < rows;
-    for (int s = s0; s < s1; ++s) {
-      const int j0 = kStrip * s, w = layout.width(s);
-      uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
-      for (int c = 0; c < w; c += 16) {
-        const __mmask16 k = first(cols - j0 - c);
-        const __m512i va = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + j0 + c));
-        const __m512i vb =
-            has_b ? _mm512_slli_epi32(
-                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + lds + j0 + c)), 16)
-                  : _mm512_setzero_si512();
-        _mm512_storeu_si512(d + c, _mm512_or_si512(va, vb));
-      }
-    }
-  }
+  pack_b_rows_of(dst, n_padded, src, lds, rows, cols, s0, s1);
 }
 
 void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,

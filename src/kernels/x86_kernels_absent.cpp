@@ -44,7 +44,16 @@ void rows_to_words(uint32_t*, int64_t, const float*, int64_t, int, int) {
 void interleave_rows(uint32_t*, int64_t, const float*, int64_t, int, int) {
   x86_only("bf16_avx512::interleave_rows");
 }
+void rows_to_words(uint32_t*, int64_t, const uint16_t*, int64_t, int, int) {
+  x86_only("bf16_avx512::rows_to_words");
+}
+void interleave_rows(uint32_t*, int64_t, const uint16_t*, int64_t, int, int) {
+  x86_only("bf16_avx512::interleave_rows");
+}
 void pack_b_rows(uint32_t*, int, const float*, int64_t, int, int, int, int) {
+  x86_only("bf16_avx512::pack_b_rows");
+}
+void pack_b_rows(uint32_t*, int, const uint16_t*, int64_t, int, int, int, int) {
   x86_only("bf16_avx512::pack_b_rows");
 }
 void pack_b_columns(uint32_t*, int, const float*, int64_t, int, int, int, int) {
