@@ -111,6 +111,35 @@ inline __m512i column_words(const uint16_t* a, const uint16_t* b, __mmask16 k) {
       lo, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b)), 16));
 }
 
+// r[i] word q -> r[q] word i, for 16 registers of 16 words: 32-bit then 64-bit interleaves
+// within 128-bit lanes, then two rounds of lane shuffles.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);      // lane L: r_i[4L], r_i+1[4L], [4L+1], [4L+1]
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);  // ... [4L+2], [4L+3]
+  }
+  // u[4g + m], lane L: rows 4g..4g+3, word 4L + m.
+  for (int g = 0; g < 4; ++g) {
+    const __m512i* a = t + 4 * g;
+    u[4 * g + 0] = _mm512_unpacklo_epi64(a[0], a[2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(a[0], a[2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(a[1], a[3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(a[1], a[3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    // [g0.l0, g0.l2, g1.l0, g1.l2], [g0.l1, g0.l3, g1.l1, g1.l3], and the same for groups 2, 3.
+    const __m512i w0 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i w1 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i w3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+    r[m] = _mm512_shuffle_i32x4(w0, w2, _MM_SHUFFLE(2, 0, 2, 0));       // lane 0 of each group
+    r[8 + m] = _mm512_shuffle_i32x4(w0, w2, _MM_SHUFFLE(3, 1, 3, 1));   // lane 2
+    r[4 + m] = _mm512_shuffle_i32x4(w1, w3, _MM_SHUFFLE(2, 0, 2, 0));   // lane 1
+    r[12 + m] = _mm512_shuffle_i32x4(w1, w3, _MM_SHUFFLE(3, 1, 3, 1));  // lane 3
+  }
+}
+
 template <class T>
 void rows_to_words_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t lds, int rows,
                       int cols) {
@@ -256,26 +285,27 @@ void pack_b_rows(uint32_t* dst, int n_padded, const uint16_t* src, int64_t lds, 
 
 void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, int n, int k,
                     int s0, int s1) {
-  const __m512i lanes =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(int(lds)));
+  // Word (p, j) pairs two neighbours of src's row j: 16 rows' words for 16 pairs come from 16
+  // contiguous loads (row_words, rounded as everywhere) and are transposed in registers, 16
+  // columns x 16 pairs at a time (no gathers).
   const int pairs = (k + 1) / 2;
   PackedB layout;
   layout.pairs = pairs, layout.n_padded = n_padded;
   for (int s = s0; s < s1; ++s) {
     const int j0 = kStrip * s, w = layout.width(s);
     uint32_t* d = dst + int64_t(j0) * pairs;
-    for (int c = 0; c < w; c += 16) {
-      const __mmask16 m = first(n - j0 - c);
-      const float* base = src + int64_t(j0 + c) * lds;
-      for (int p = 0; p < pairs; ++p) {
-        const __m512 va = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes, base + 2 * p, 4);
-        const __m512 vb = 2 * p + 1 < k ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes,
-                                                                   base + 2 * p + 1, 4)
-                                        : _mm512_setzero_ps();
-        _mm512_storeu_si512(d + int64_t(p) * w + c, pair_words(va, vb));
+    for (int c = 0; c < w; c += 16)
+      for (int p0 = 0; p0 < pairs; p0 += 16) {
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          const int j = j0 + c + i;  // columns past n are 0
+          r[i] = j < n ? row_words(src + int64_t(j) * lds + 2 * p0, k - 2 * p0)
+                       : _mm512_setzero_si512();
+        }
+        transpose16(r);
+        const int rows = pairs - p0 < 16 ? pairs - p0 : 16;
+        for (int q = 0; q < rows; ++q) _mm512_storeu_si512(d + int64_t(p0 + q) * w + c, r[q]);
       }
-    }
   }
 }
 

@@ -335,3 +335,27 @@ TEST_CASE("im2col_nhwc on bf16 values: the fp32 columns' values, padding 0", "[b
   }
   CHECK(std::count(col.begin(), col.begin() + (rows - 1) * L, 0.0f) > 0);  // padding seen
 }
+
+TEST_CASE("bf16_pack_b of B^T equals the pack of the transpose, bit for bit", "[bf16]") {
+  // The transposed pack reads rows of B (N x K) and transposes words in registers, 16 columns x 16
+  // pairs at a time: N and K around those blocks and a 16-wide last strip, odd K, a padded ldb.
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int N : {1, 15, 16, 17, 33, 48, 70})
+      for (int K : {1, 2, 31, 32, 33, 65, 401}) {
+        const int ldb = K + 5;
+        std::vector<float> B(size_t(N) * ldb), T(size_t(K) * N);
+        for (auto& x : B) x = u(rng);
+        for (int j = 0; j < N; ++j)
+          for (int k = 0; k < K; ++k) T[size_t(k) * N + j] = B[size_t(j) * ldb + k];
+        std::vector<uint32_t> from_rows(nostrum::kernels::bf16_packed_b_words(K, N), 7),
+            from_columns(from_rows.size(), 9);
+        nostrum::kernels::bf16_pack_b(from_rows.data(), Trans::kNo, T.data(), N, K, N);
+        nostrum::kernels::bf16_pack_b(from_columns.data(), Trans::kYes, B.data(), ldb, K, N);
+        INFO("N " << N << " K " << K << " threads " << threads);
+        REQUIRE(from_columns == from_rows);
+      }
+  }
+}
