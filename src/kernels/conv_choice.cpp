@@ -123,7 +123,12 @@ float* ConvMeasureBuffers::operand(int which, size_t floats) {
 float* ConvMeasureBuffers::scratch(size_t floats) {
   Borrowed& b = borrowed_[3];
   if (floats <= b.capacity) {
-    b.used = std::max(b.used, floats);
+    // Written once before any timed call: the borrowed pages may be fresh (a model's activation
+    // arena), and the first candidate timed would otherwise pay their page faults.
+    if (b.used < floats) {
+      fill_zero(b.data, b.used, floats);
+      b.used = floats;
+    }
     return b.data;
   }
   if (scratch_.capacity() < floats) scratch_ = Arena(floats, "conv measurement scratch");

@@ -5,6 +5,8 @@
 // reproducing layers/conv2d's kAuto bit for bit; the chooser and the measuring schedule on planted
 // times; the cache written, read back, and refused by name when damaged or foreign; the selection
 // modes.
+#include <sys/mman.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -311,6 +313,29 @@ TEST_CASE("measurement buffers: borrowed memory holds what fits, the same patter
     CHECK_FALSE(inside(borrowing.scratch(2000)));
   }
   CHECK(std::all_of(lo, hi, [](float v) { return v == 0.0f; }));  // zero again
+}
+
+TEST_CASE("measurement buffers commit the borrowed pages before any timed call", "[engine][conv]") {
+  // A model's activation arena takes fresh pages, committed on first write: a timed call must not
+  // be the first to write its operands or scratch, or the first candidate measured pays the page
+  // faults. Each quarter of 4 MiB is resident once handed out.
+  const size_t quarter = size_t(1) << 20;  // floats
+  Arena idle(4 * quarter, "idle", Arena::Zeroing::kOnFirstTouch);
+  const long page = sysconf(_SC_PAGESIZE);
+  const auto resident = [&](const float* p, size_t floats) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+    const size_t bytes = reinterpret_cast<uintptr_t>(p + floats) - begin;
+    std::vector<unsigned char> in_core((bytes + page - 1) / page);
+    REQUIRE(mincore(reinterpret_cast<void*>(begin), bytes, in_core.data()) == 0);
+    return size_t(std::count_if(in_core.begin(), in_core.end(),
+                                [](unsigned char c) { return (c & 1) != 0; })) == in_core.size();
+  };
+  kernels::ConvMeasureBuffers borrowing(idle.data(), idle.capacity());
+  for (int which : {0, 1, 2}) {
+    INFO("operand " << which);
+    CHECK(resident(borrowing.operand(which, quarter), quarter));
+  }
+  CHECK(resident(borrowing.scratch(quarter), quarter));
 }
 
 TEST_CASE("select_conv_kernels: measure, cached (planted), damaged cache, fixed, forced",

@@ -70,8 +70,9 @@ class ConvMeasureBuffers {
   // Borrows `floats` floats at `memory` (64-byte aligned; idle while the measurement runs, like a
   // model's activation arena before its first forward), so that measuring adds no memory of its
   // own: each of the three operands and the scratch takes a quarter of it where it fits, an
-  // allocation of its own where not. What it used of that memory is zeroed again when this object
-  // goes (a model's arena is zero after build, and stays so).
+  // allocation of its own where not. Each is written when handed out (the pattern, or zeros), so
+  // no timed call is the first to touch fresh pages. What it used of that memory is zeroed again
+  // when this object goes (a model's arena is zero after build, and stays so).
   ConvMeasureBuffers(float* memory, size_t floats);
   ~ConvMeasureBuffers();
   ConvMeasureBuffers(const ConvMeasureBuffers&) = delete;
