@@ -423,20 +423,19 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     double* b = partial_dyx + k * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-    if (r1 <= r0) continue;
-    if (!(relu && y_bf16)) {
-      backward_sum_rows(a, b, d_out + r0 * C, in + r0 * C, relu ? out + r0 * C : nullptr, save_mean,
-                        r1 - r0, C);
-      continue;
-    }
-    // The bf16 output widened a tile at a time; whole 16-row blocks per tile, so the float
-    // partials are those of one call.
-    const int64_t step = tile_rows(C, kBlockRows);
-    float* y = tile_floats(1, step, C);
+    // A bf16 output is widened a tile at a time (whole 16-row blocks per tile, so the float
+    // partials are those of one call); otherwise the chunk is one call.
+    const bool y_tiled = relu && y_bf16;
+    const int64_t step = y_tiled ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
+    float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
     for (int64_t r = r0; r < r1; r += step) {
       const int64_t n = std::min(step, r1 - r);
-      kernels::convert_from_bf16(y, y_bf16 + r * C, n * C);
-      backward_sum_rows(a, b, d_out + r * C, in + r * C, y, save_mean, n, C);
+      if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
+      backward_sum_rows(a, b, d_out + r * C, in + r * C,
+                        y_tiled ? y_tile
+                        : relu  ? out + r * C
+                                : nullptr,
+                        save_mean, n, C);
     }
   }
 #pragma omp parallel for schedule(static)
@@ -473,25 +472,19 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    // With a bf16 tensor, a few rows at a time through the L1 tiles (the bf16 output widened into
+    // one, the result computed into the other and rounded into place); otherwise one call.
     const bool y_tiled = relu && y_bf16;
-    if (!d_in_bf16 && !y_tiled) {
-      if (r1 > r0)
-        backward_apply_rows(d_in + r0 * C, d_out + r0 * C, in + r0 * C,
-                            relu ? out + r0 * C : nullptr, save_mean, ca, ck, cb, r1 - r0, C);
-    } else {
-      // A few rows at a time through the L1 tiles: the bf16 output widened into one, the result
-      // computed into the other and rounded into place (or written as it is).
-      const int64_t step = tile_rows(C, 1);
-      float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
-      float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
-      for (int64_t r = r0; r < r1; r += step) {
-        const int64_t n = std::min(step, r1 - r);
-        if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
-        const float* y = y_tiled ? y_tile : relu ? out + r * C : nullptr;
-        backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, in + r * C, y,
-                            save_mean, ca, ck, cb, n, C);
-        if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
-      }
+    const int64_t step = d_in_bf16 || y_tiled ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
+    float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
+    float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
+    for (int64_t r = r0; r < r1; r += step) {
+      const int64_t n = std::min(step, r1 - r);
+      if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
+      const float* y = y_tiled ? y_tile : relu ? out + r * C : nullptr;
+      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, in + r * C, y, save_mean,
+                          ca, ck, cb, n, C);
+      if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
     }
   }
 }
