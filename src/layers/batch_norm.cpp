@@ -213,6 +213,12 @@ void check_rows(double count, int C) {
                 "use a larger batch or spatial size");
 }
 
+void check_residual(const BatchNormOptions& o) {
+  NOSTRUM_CHECK(!(o.residual && o.residual_bf16), ShapeError,
+                "a batch norm takes its residual in fp32 or in bf16, not both",
+                "batch_norm forward");
+}
+
 // What the training forward writes per channel: the batch statistics kept for backward and the
 // running estimates it updates.
 struct ChannelStatistics {
@@ -316,19 +322,32 @@ float* tile_floats(int which, int64_t rows, int C) {
   return tile.data();
 }
 
-// normalize_rows into out, or through a tile into out_bf16.
+// normalize_rows into out, or through a tile into out_bf16; a bf16 residual is widened a tile at
+// a time into the other tile (the rows the same either way, so the same bits).
 void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const float* residual,
-                       const float* mean, const float* invstd, const float* gamma,
-                       const float* beta, int64_t rows, int C, bool relu) {
-  if (!out_bf16) return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
+                       const uint16_t* residual_bf16, const float* mean, const float* invstd,
+                       const float* gamma, const float* beta, int64_t rows, int C, bool relu) {
+  if (!out_bf16 && !residual_bf16)
+    return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
   const int64_t step = tile_rows(C, 1);
-  float* tile = tile_floats(0, step, C);
+  float* tile = out_bf16 ? tile_floats(0, step, C) : nullptr;
+  float* z_tile = residual_bf16 ? tile_floats(1, step, C) : nullptr;
   for (int64_t r = 0; r < rows; r += step) {
     const int64_t n = std::min(step, rows - r);
-    normalize_rows(tile, in + r * C, residual ? residual + r * C : nullptr, mean, invstd, gamma,
-                   beta, n, C, relu);
-    kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
+    if (z_tile) kernels::convert_from_bf16(z_tile, residual_bf16 + r * C, n * C);
+    const float* z = z_tile ? z_tile : residual ? residual + r * C : nullptr;
+    normalize_rows(tile ? tile : out + r * C, in + r * C, z, mean, invstd, gamma, beta, n, C, relu);
+    if (tile) kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
   }
+}
+
+// Rows [r0, r1) of the normalising pass, with the options' residual and bf16 tensors.
+void normalize_row_range(float* out, const float* in, const float* mean, const float* invstd,
+                         const float* gamma, const float* beta, int64_t r0, int64_t r1, int C,
+                         const BatchNormOptions& o) {
+  const auto at = [&](auto* p) { return p ? p + r0 * C : nullptr; };
+  normalize_rows_to(out + r0 * C, at(o.out_bf16), in + r0 * C, at(o.residual), at(o.residual_bf16),
+                    mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
 }
 
 // The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
@@ -348,13 +367,8 @@ struct Normalization {
 void normalize_thread_rows(const Normalization& n) {
   const int t = omp_get_thread_num(), nt = omp_get_num_threads();
   const int64_t r0 = n.rows * t / nt, r1 = n.rows * (t + 1) / nt;
-  const float* residual = n.options->residual;
-  const int C = n.C;
-  uint16_t* out_bf16 = n.options->out_bf16;
   if (r1 > r0)
-    normalize_rows_to(n.out + r0 * C, out_bf16 ? out_bf16 + r0 * C : nullptr, n.in + r0 * C,
-                      residual ? residual + r0 * C : nullptr, n.mean, n.invstd, n.gamma, n.beta,
-                      r1 - r0, C, n.options->fuse_relu);
+    normalize_row_range(n.out, n.in, n.mean, n.invstd, n.gamma, n.beta, r0, r1, n.C, *n.options);
 }
 
 }  // namespace
@@ -368,6 +382,7 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
                                  float* running_mean, float* running_var, const float* in,
                                  const float* gamma, const float* beta, int64_t rows, int C,
                                  const BatchNormOptions& options, double* scratch) {
+  check_residual(options);
   const ChannelStatistics stats{save_mean, save_invstd, running_mean, running_var};
   const Normalization norm{out, in, gamma, beta, save_mean, save_invstd, rows, C, &options};
   if (!options.reducer) {
@@ -390,6 +405,7 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
                                   const float* beta, const float* running_mean,
                                   const float* running_var, int64_t rows, int C,
                                   const BatchNormOptions& options, float* scratch) {
+  check_residual(options);
   // Per channel once: invstd = 1 / sqrt(var + eps), then the training forward's row kernel with
   // the running statistics in place of the batch's (the same expression, so the same bits as before
   // the hoist: (x - mean) * (invstd * gamma) + beta (+ z), ReLU).
@@ -400,9 +416,7 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     if (r1 > r0)
-      normalize_rows_to(out + r0 * C, options.out_bf16 ? options.out_bf16 + r0 * C : nullptr,
-                        in + r0 * C, options.residual ? options.residual + r0 * C : nullptr,
-                        running_mean, invstd, gamma, beta, r1 - r0, C, options.fuse_relu);
+      normalize_row_range(out, in, running_mean, invstd, gamma, beta, r0, r1, C, options);
   }
 }
 

@@ -395,10 +395,13 @@ const uint16_t* bf16_input(const Layer& l) {
   return l.bf16_input ? reinterpret_cast<const uint16_t*>(l.input) : nullptr;
 }
 
-void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
+void batch_norm_forward(const Pass& s, const Layer& l, const float* residual,
+                        const uint16_t* residual_bf16) {
   layers::BatchNormOptions o;
-  o.fuse_relu = l.relu || residual != nullptr;  // a residual add is always followed by ReLU
+  // a residual add is always followed by ReLU
+  o.fuse_relu = l.relu || residual != nullptr || residual_bf16 != nullptr;
   o.residual = residual;
+  o.residual_bf16 = residual_bf16;
   o.reducer = s.reducer;
   o.out_bf16 = bf16_output(l);
   const int C = l.out.C;
@@ -416,8 +419,10 @@ void batch_norm_forward(const Pass& s, const Layer& l, const float* residual) {
   }
 }
 
-// l.output = layer(l.input); a batch norm adds `residual` (then ReLU) when given.
-void forward_layer(const Pass& s, const Layer& l, const float* residual = nullptr) {
+// l.output = layer(l.input); a batch norm adds `residual` or `residual_bf16` (then ReLU) when
+// given.
+void forward_layer(const Pass& s, const Layer& l, const float* residual = nullptr,
+                   const uint16_t* residual_bf16 = nullptr) {
   s.timed(l.name, Phase::kForward, [&] {
     switch (l.kind) {
       case LayerKind::kConv:
@@ -435,7 +440,7 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         break;
       }
       case LayerKind::kBatchNorm:
-        batch_norm_forward(s, l, residual);
+        batch_norm_forward(s, l, residual, residual_bf16);
         break;
       case LayerKind::kMaxPool: {
         layers::PoolGeometry g = l.pool;
@@ -550,10 +555,16 @@ void forward_block(const Pass& s, const Block& b) {
   }
   // The shortcut first, so that the path's last BN adds it and applies the ReLU in its own pass:
   // out = relu(bn(conv(...)) + shortcut), bit-identical to BN, then add + ReLU.
+  // The shortcut in bf16 where it was kept so: the previous block's output (an identity) or the
+  // downsample's batch norm output.
   for (const Layer& l : b.shortcut) forward_layer(s, l);
-  const float* shortcut = b.shortcut.empty() ? b.input() : b.shortcut.back().output;
+  const uint16_t* shortcut_bf16 =
+      b.shortcut.empty() ? bf16_input(b.path.front()) : bf16_output(b.shortcut.back());
+  const float* shortcut = shortcut_bf16        ? nullptr
+                          : b.shortcut.empty() ? b.input()
+                                               : b.shortcut.back().output;
   for (size_t i = 0; i + 1 < b.path.size(); ++i) forward_layer(s, b.path[i]);
-  forward_layer(s, b.path.back(), shortcut);
+  forward_layer(s, b.path.back(), shortcut, shortcut_bf16);
 }
 
 // Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
@@ -563,8 +574,11 @@ void backward_block(const Pass& s, const Block& b) {
   // place. It is the gradient of both addends: the shortcut's output and the path's.
   float* d_residual_sum = b.d_block_output;
   s.timed(b.add_name, Phase::kBackward, [&] {
-    layers::add_relu_backward(d_residual_sum, d_residual_sum, b.output(),
-                              s.rows(b.out()) * b.out().C);
+    const int64_t count = s.rows(b.out()) * b.out().C;
+    if (const uint16_t* out_bf16 = bf16_output(b.path.back()))
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, count);
+    else
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, b.output(), count);
   });
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
@@ -598,9 +612,16 @@ struct Model::Impl {
   layers::ConvOptions conv_options;
   kernels::ConvChoiceTable conv_kernels;  // what set_conv_kernels was given
   bool bf16_handover = true;              // set_bf16_handover
+  bool bf16_block_outputs = true;         // set_bf16_block_outputs
   // Sets Layer::bf16_gradient on every conv and the batch norm after it, and bf16_output /
-  // bf16_input on a residual path's inner batch norms and the convs after them (see there).
+  // bf16_input on a residual path's inner batch norms and the convs after them (see there); then
+  // link_bf16_block_outputs.
   void link_bf16_handover(kernels::Precision precision);
+  // Sets bf16_output on each residual block's last batch norm whose output the next residual
+  // block reads in bf16 (its first conv and downsample conv take bf16 inputs; an identity
+  // shortcut's add reads it so), and bf16_input on those convs; and on every downsample's batch
+  // norm (the add its only reader).
+  void link_bf16_block_outputs(kernels::Precision precision);
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s(m.table_);
@@ -860,11 +881,46 @@ void Model::Impl::link_bf16_handover(kernels::Precision precision) {
           if (next) next->bf16_input = on;
         }
       }
+  link_bf16_block_outputs(precision);
+}
+
+void Model::Impl::link_bf16_block_outputs(kernels::Precision precision) {
+  const bool bf16 = bf16_block_outputs && precision == kernels::Precision::kBf16;
+  const auto takes_bf16_in = [](const Layer& conv) {
+    const kernels::PreparedConv* fwd = conv.kernel[int(kernels::ConvPass::kForward)].get();
+    const kernels::PreparedConv* wgt = conv.kernel[int(kernels::ConvPass::kBackwardWeights)].get();
+    return fwd && wgt && fwd->takes_bf16_in() && wgt->takes_bf16_in();
+  };
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    Block& b = blocks[i];
+    Block* next = i + 1 < blocks.size() && blocks[i + 1].residual ? &blocks[i + 1] : nullptr;
+    const bool on = bf16 && b.residual && next && takes_bf16_in(next->path.front()) &&
+                    (next->shortcut.empty() || takes_bf16_in(next->shortcut.front()));
+    if (b.residual) b.path.back().bf16_output = on;
+    // A downsample's batch norm: its output is read only by the add.
+    if (!b.shortcut.empty()) b.shortcut.back().bf16_output = bf16;
+    if (i + 1 < blocks.size()) {
+      Block& n = blocks[i + 1];
+      n.path.front().bf16_input = on;
+      if (!n.shortcut.empty()) n.shortcut.front().bf16_input = on;
+    }
+  }
 }
 
 void Model::set_bf16_handover(bool on) {
   impl_->bf16_handover = on;
   impl_->link_bf16_handover(spec_.precision);
+}
+
+void Model::set_bf16_block_outputs(bool on) {
+  impl_->bf16_block_outputs = on;
+  impl_->link_bf16_block_outputs(spec_.precision);
+}
+
+int Model::bf16_block_outputs() const {
+  int count = 0;
+  for (const Block& b : impl_->blocks) count += b.residual && b.path.back().bf16_output;
+  return count;
 }
 
 int Model::bf16_gradient_convs() const {

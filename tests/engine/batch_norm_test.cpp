@@ -351,3 +351,57 @@ TEST_CASE("batch norm writes its output in bf16 as the fp32 one rounded; backwar
       CHECK(differ == 0);
     }
 }
+
+TEST_CASE("batch norm adds a bf16 residual as its widened fp32 values", "[engine][batch_norm]") {
+  // The bf16 residual stream: a residual block's last batch norm reads its shortcut in bf16. The
+  // same bits as the fp32 residual holding the widened values, written in fp32 or bf16, in
+  // training and in eval; C = 5000 is one row per tile, C = 300 several tiles per thread.
+  for (int C : {20, 3, 300, 5000})
+    for (bool relu : {false, true}) {
+      const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
+      INFO("C " << C << " relu " << relu);
+      const auto x = random_vector(rows * C, 31);
+      const auto z = random_vector(rows * C, 32, -3.0f, 3.0f);
+      std::vector<uint16_t> z_bf16(rows * C);
+      std::vector<float> z_widened(rows * C);
+      for (int64_t i = 0; i < rows * C; ++i) {
+        z_bf16[i] = kernels::fp32_to_bf16(z[i]);
+        z_widened[i] = kernels::bf16_to_fp32(z_bf16[i]);
+      }
+      BatchNormOptions o;
+      o.fuse_relu = relu;
+      o.residual = z_widened.data();
+      Bn ref(rows, C, 33), bf(rows, C, 33), both(rows, C, 33);
+      ref.forward(x, o);
+      BatchNormOptions ob;
+      ob.fuse_relu = relu;
+      ob.residual_bf16 = z_bf16.data();
+      bf.forward(x, ob);
+      size_t differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += bf.out[i] != ref.out[i];
+      CHECK(differ == 0);
+      CHECK(bf.mean == ref.mean);
+      CHECK(bf.rvar == ref.rvar);
+      // bf16 in, bf16 out (a block output kept in bf16 for the next block).
+      std::vector<uint16_t> y(rows * C, 0xFFFF);
+      BatchNormOptions obb = ob;
+      obb.out_bf16 = y.data();
+      both.forward(x, obb);
+      differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += y[i] != kernels::fp32_to_bf16(ref.out[i]);
+      CHECK(differ == 0);
+      // Eval, with the running statistics.
+      std::vector<float> eval(rows * C), eval_bf(rows * C, -1.0f), invstd(C);
+      batch_norm_forward_inference(eval.data(), x.data(), ref.gamma.data(), ref.beta.data(),
+                                   ref.rmean.data(), ref.rvar.data(), rows, C, o, invstd.data());
+      batch_norm_forward_inference(eval_bf.data(), x.data(), ref.gamma.data(), ref.beta.data(),
+                                   ref.rmean.data(), ref.rvar.data(), rows, C, ob, invstd.data());
+      differ = 0;
+      for (int64_t i = 0; i < rows * C; ++i) differ += eval_bf[i] != eval[i];
+      CHECK(differ == 0);
+      // Both kinds of residual at once is a caller's error, named.
+      BatchNormOptions bad = ob;
+      bad.residual = z_widened.data();
+      CHECK_THROWS_AS(both.forward(x, bad), ShapeError);
+    }
+}

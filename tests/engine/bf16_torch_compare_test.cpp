@@ -39,6 +39,7 @@ struct Step {
   std::vector<std::vector<float>> grads;  // trainable parameters, in table order
   std::vector<std::string> names;
   int fp32_passes = 0;  // conv/classifier passes on an fp32 kernel (a bf16 run may measure them in)
+  int block_outputs = 0;  // residual blocks whose output is kept in bf16 (the bf16 residual stream)
 };
 
 // One training step of a model with these weights in `precision`.
@@ -57,6 +58,7 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
   Step s;
   for (const kernels::ConvChoice& row : m->conv_kernels().rows)
     s.fp32_passes += !kernels::find_conv_candidate(row.chosen)->supports(kernels::Precision::kBf16);
+  s.block_outputs = m->bf16_block_outputs();
   const float* logits = m->forward(images.data(), c.batch, true);
   s.logits.assign(logits, logits + size_t(c.batch) * c.classes);
   s.loss = m->loss(labels.data(), 0.1f, 1.0f / c.batch);
@@ -170,7 +172,8 @@ void compare(const Case& c) {
       const double e = relative_error(a.data(), b.data(), a.size());
       if (e > torch_grad) torch_grad = e, w_torch = name;
     }
-    WARN(c.name << " (" << bf16.fp32_passes << " passes on fp32 kernels)"
+    WARN(c.name << " (" << bf16.fp32_passes << " passes on fp32 kernels, " << bf16.block_outputs
+                << " block outputs in bf16)"
                 << " bf16 relative errors against fp32: logits nostrum " << ours_logits
                 << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
                 << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss
@@ -185,6 +188,7 @@ void compare(const Case& c) {
     const bool all_bf16 = bf16.fp32_passes == 0;
     if (precision_must_show(mode)) CHECK(all_bf16);
     if (all_bf16) CHECK(ours_logits > bf16_visible);
+    if (all_bf16) CHECK(bf16.block_outputs > 0);  // the bf16 residual stream is what is compared
     CHECK(ours_logits < broken);
     CHECK(ours_vs_torch32 <= 1.5 * torch_logits);
     // The loss against the logits: cross-entropy with (smoothed) targets summing to 1 has a

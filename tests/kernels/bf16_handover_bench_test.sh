@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# nostrum-bench --bf16-handover: "on" reports the convs that take their output gradient and their
-# input activations in bf16 (every conv on nostrum's bf16 GEMM), "off" none, and "ab" alternates
-# the two in one process and reports both speeds. A CPU without AVX512_BF16 reports itself skipped (77).
+# nostrum-bench --bf16-handover and --bf16-block-outputs: "on" reports the convs that take their
+# output gradient and their input activations in bf16 (every conv on nostrum's bf16 GEMM) and the
+# blocks whose output is kept in bf16, "off" turns each off, and "ab" alternates one switch in one
+# process and reports both speeds. A CPU without AVX512_BF16 reports itself skipped (77).
 # Usage: THIS path/to/nostrum-bench
 set -euo pipefail
 bench=$1
@@ -16,18 +17,29 @@ expect() {  # OUTPUT PATTERN WHAT
 }
 out=$(step --bf16-handover on)
 printf '%s\n' "$out"
-# resnet8: the stem conv, two per basic block (3 blocks), two downsample convs.
-expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 3[,}]' \
-  "on: every conv of resnet8 takes a bf16 gradient, each block's second conv its input"
-if printf '%s\n' "$out" | grep -q images_per_second_handover_off; then
+# resnet8: the stem conv, two per basic block (3 blocks), two downsample convs. The inputs: each
+# block's second conv (3), and the first and downsample convs of blocks 2 and 3, which read the
+# bf16 output of the block before (4).
+expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 7, "bf16_block_outputs": 2[,}]' \
+  "on: every conv of resnet8 takes a bf16 gradient, 7 their input, 2 block outputs in bf16"
+if printf '%s\n' "$out" | grep -q '_off"'; then
   echo "FAIL: on reports an off speed"
   fail=1
 fi
 out=$(step --bf16-handover off)
 printf '%s\n' "$out"
-expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 0[,}]' "off: none"
+expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 4, "bf16_block_outputs": 2[,}]' \
+  "handover off: only the convs reading a bf16 block output"
+out=$(step --bf16-block-outputs off)
+printf '%s\n' "$out"
+expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 3, "bf16_block_outputs": 0[,}]' \
+  "block outputs off: the hand-over alone"
 out=$(step --bf16-handover ab)
 printf '%s\n' "$out"
-expect "$out" '"bf16_input_convs": 3, "images_per_second_handover_off": [0-9]+\.[0-9]+\}' \
-  "ab: both speeds"
+expect "$out" '"bf16_block_outputs": 2, "images_per_second_handover_off": [0-9]+\.[0-9]+\}' \
+  "handover ab: both speeds"
+out=$(step --bf16-block-outputs ab)
+printf '%s\n' "$out"
+expect "$out" '"bf16_block_outputs": 2, "images_per_second_block_outputs_off": [0-9]+\.[0-9]+\}' \
+  "block outputs ab: both speeds"
 exit $fail

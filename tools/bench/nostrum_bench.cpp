@@ -34,7 +34,8 @@ struct Options {
   std::string precision_note;                      // --precision auto: the probes and the choice
   std::string conv_kernel = "cached", conv_cache;  // as nostrum-train's --conv-kernel, --conv-cache
   bool verbose = false;                            // the conv kernel table on stderr
-  std::string bf16_handover = "on";  // on | off | ab (Model::set_bf16_handover, alternated)
+  std::string bf16_handover = "on";       // on | off | ab (Model::set_bf16_handover, alternated)
+  std::string bf16_block_outputs = "on";  // on | off | ab (Model::set_bf16_block_outputs)
 };
 
 const char* kUsage =
@@ -42,6 +43,7 @@ const char* kUsage =
     "                     [--classes K] [--layers] [--precision fp32|bf16|auto]\n"
     "                     [--conv-kernel measure|cached|fixed|NAME] [--conv-cache FILE|none]\n"
     "                     [--verbose] [--bf16-handover on|off|ab]\n"
+    "                     [--bf16-block-outputs on|off|ab]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
@@ -52,7 +54,10 @@ const char* kUsage =
     "  the measurement is not part of the step times; --verbose prints its table on stderr.\n"
     "  --bf16-handover: bf16 output gradients handed from the batch norms to the convs that\n"
     "  take them (on, the default) or rounded in each pass (off); ab alternates the two step by\n"
-    "  step in this process and adds images_per_second_handover_off (an A/B on a busy host).\n";
+    "  step in this process and adds images_per_second_handover_off (an A/B on a busy host).\n"
+    "  --bf16-block-outputs: the residual stream in bf16 (on, the default; it changes the values,\n"
+    "  as PyTorch's autocast does) or fp32 (off); ab as above, adding\n"
+    "  images_per_second_block_outputs_off. One of the two switches at a time may be ab.\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -99,6 +104,12 @@ Options parse(int argc, char** argv) {
       NOSTRUM_CHECK(o.bf16_handover == "on" || o.bf16_handover == "off" || o.bf16_handover == "ab",
                     nostrum::OptionError, "'" + o.bf16_handover + "' is not on, off or ab", a,
                     kUsage);
+    } else if (a == "--bf16-block-outputs") {
+      o.bf16_block_outputs = value();
+      NOSTRUM_CHECK(o.bf16_block_outputs == "on" || o.bf16_block_outputs == "off" ||
+                        o.bf16_block_outputs == "ab",
+                    nostrum::OptionError, "'" + o.bf16_block_outputs + "' is not on, off or ab", a,
+                    kUsage);
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--layers") {
@@ -112,9 +123,12 @@ Options parse(int argc, char** argv) {
   }
   NOSTRUM_CHECK(o.batch > 0 && o.steps > 0, nostrum::OptionError,
                 "--batch and --steps must be positive", "options", kUsage);
-  NOSTRUM_CHECK(!(o.layers && o.bf16_handover == "ab"), nostrum::OptionError,
-                "--layers profiles one configuration: not with --bf16-handover ab", "--layers",
-                kUsage);
+  const bool ab = o.bf16_handover == "ab" || o.bf16_block_outputs == "ab";
+  NOSTRUM_CHECK(!(o.layers && ab), nostrum::OptionError,
+                "--layers profiles one configuration: not with an ab switch", "--layers", kUsage);
+  NOSTRUM_CHECK(!(o.bf16_handover == "ab" && o.bf16_block_outputs == "ab"), nostrum::OptionError,
+                "one A/B at a time: --bf16-handover ab with --bf16-block-outputs ab",
+                "--bf16-block-outputs", kUsage);
   return o;
 }
 
@@ -224,14 +238,24 @@ int main(int argc, char** argv) try {
   LayerProfile profile;
   std::vector<double> step_s, off_step_s;  // off: the hand-over's off steps of an ab run
   double loss = 0.0;
-  const bool ab = opt.bf16_handover == "ab";
+  // An ab switch: its name in the JSON and what it sets.
+  const bool ab_handover = opt.bf16_handover == "ab";
+  const bool ab = ab_handover || opt.bf16_block_outputs == "ab";
+  const auto set_ab = [&](bool on) {
+    if (ab_handover)
+      model->set_bf16_handover(on);
+    else
+      model->set_bf16_block_outputs(on);
+  };
   model->set_bf16_handover(opt.bf16_handover != "off");
+  model->set_bf16_block_outputs(opt.bf16_block_outputs != "off");
   const int handover_convs = model->bf16_gradient_convs();
   const int input_convs = model->bf16_input_convs();
+  const int block_outputs = model->bf16_block_outputs();
   for (int s = 0; s < opt.warmup + opt.steps * (ab ? 2 : 1); ++s) {
     if (s == opt.warmup && opt.layers) model->set_observer(&profile);
     const bool off_step = ab && s % 2 == 1;
-    if (ab) model->set_bf16_handover(!off_step);
+    if (ab) set_ab(!off_step);
     const double t0 = omp_get_wtime();
     model->forward(images.data(), opt.batch, true);
     loss = model->loss(labels.data(), 0.1f, 1.0f / opt.batch);
@@ -246,8 +270,8 @@ int main(int argc, char** argv) try {
   const double median = median_of(step_s);
   std::string ab_json;
   if (ab)
-    ab_json = ", \"images_per_second_handover_off\": " +
-              std::to_string(opt.batch / median_of(off_step_s));
+    ab_json = std::string(", \"images_per_second_") + (ab_handover ? "handover" : "block_outputs") +
+              "_off\": " + std::to_string(opt.batch / median_of(off_step_s));
   if (opt.layers) {
     double mean = 0.0;
     for (double t : step_s) mean += t / step_s.size();
@@ -262,7 +286,7 @@ int main(int argc, char** argv) try {
       "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
       "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
       "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f, "
-      "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d%s}\n",
+      "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d, \"bf16_block_outputs\": %d%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
@@ -270,7 +294,7 @@ int main(int argc, char** argv) try {
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
       table.rows.size(), measured, table.measure_seconds, handover_convs, input_convs,
-      ab_json.c_str());
+      block_outputs, ab_json.c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

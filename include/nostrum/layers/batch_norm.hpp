@@ -20,6 +20,9 @@ struct BatchNormOptions {
   // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain.
   // Backward is unchanged (the add + ReLU gradient is formed before it).
   const float* residual = nullptr;
+  // Forward only: the residual in bf16 (kernels/bf16.hpp), in residual's place (then null): the
+  // previous block's output where it was kept so (a bf16 run's residual stream), widened exactly.
+  const uint16_t* residual_bf16 = nullptr;
   // Backward only: d_in written here as bf16 (kernels/bf16.hpp's rounding) instead of to d_in
   // (then unused): the output gradient of a conv whose kernels take it in bf16. Must not overlap
   // d_out.

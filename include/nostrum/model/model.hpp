@@ -92,6 +92,17 @@ class Model {
   void set_bf16_handover(bool on);
   int bf16_gradient_convs() const;
   int bf16_input_convs() const;
+  // bf16 runs also keep the residual stream in bf16, as PyTorch's autocast does: a residual
+  // block's output (its last batch norm + add + ReLU) is written in bf16 where the next residual
+  // block reads it only through kernels that take bf16 (its first conv's and downsample conv's
+  // forward and weight-gradient kernels; an identity shortcut's add and the add's ReLU mask widen
+  // it), and each downsample's batch norm output (the add's shortcut) in bf16. Unlike the
+  // hand-over this changes the values: the convs read the same bf16 values as before, but the
+  // residual adds and the add's mask read their operands rounded to bf16.
+  // On by default; bf16_block_outputs() counts those blocks (the last residual block feeds the
+  // head in fp32).
+  void set_bf16_block_outputs(bool on);
+  int bf16_block_outputs() const;
 
   void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
   void set_observer(LayerObserver* observer);  // nullptr = no timing
