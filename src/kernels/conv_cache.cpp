@@ -25,8 +25,9 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 // 2: bf16 tables measure the fp32 candidates too, on the interleaved schedule (a format-1 file's
-// choices were made without them: measured again).
-constexpr const char* kFormat = "nostrum conv kernel cache 2";
+// choices were made without them: measured again). 3: each row names the operands the model hands
+// over in bf16 (bf16_in, bf16_d_out), which the measurement gives the kernels that take them.
+constexpr const char* kFormat = "nostrum conv kernel cache 3";
 constexpr const char* kFormatStem = "nostrum conv kernel cache ";
 
 std::string hex64(uint64_t v) {
@@ -128,7 +129,7 @@ const ConvChoice* find_cached(const ConvCacheContents& cache, const ConvPassShap
                               int threads, Precision precision) {
   for (size_t i = 0; i < cache.rows.size(); ++i)
     if (cache.threads[i] == threads && cache.precisions[i] == precision &&
-        same_shape(cache.rows[i].shape, shape))
+        same_measured_shape(cache.rows[i].shape, shape))
       return &cache.rows[i];
   return nullptr;
 }
@@ -143,7 +144,7 @@ void write_conv_cache(const std::string& path, ConvCacheContents cache,
     bool replaced = false;
     for (size_t i = 0; i < cache.rows.size() && !replaced; ++i)
       if (cache.threads[i] == table.threads && cache.precisions[i] == table.precision &&
-          same_shape(cache.rows[i].shape, row.shape)) {
+          same_measured_shape(cache.rows[i].shape, row.shape)) {
         if (replace) cache.rows[i] = kept;
         replaced = true;
       }

@@ -14,6 +14,7 @@
 #include "nostrum/core/arena.hpp"
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 
 namespace nostrum::kernels {
 
@@ -33,6 +34,10 @@ bool same_shape(const ConvPassShape& a, const ConvPassShape& b) {
   const ConvGeometry &x = a.g, &y = b.g;
   return a.pass == b.pass && x.N == y.N && x.H == y.H && x.W == y.W && x.C == y.C && x.K == y.K &&
          x.R == y.R && x.S == y.S && x.stride == y.stride && x.pad == y.pad;
+}
+
+bool same_measured_shape(const ConvPassShape& a, const ConvPassShape& b) {
+  return same_shape(a, b) && a.bf16_in == b.bf16_in && a.bf16_d_out == b.bf16_d_out;
 }
 
 std::string conv_shape_name(const ConvGeometry& g) {
@@ -120,6 +125,17 @@ float* ConvMeasureBuffers::operand(int which, size_t floats) {
   return v.data();
 }
 
+const uint16_t* ConvMeasureBuffers::bf16_operand(int which, size_t floats) {
+  const float* values = operand(which, floats);
+  std::vector<uint16_t>& words = words_[which];
+  if (words_of_[which] != floats) {
+    if (words.size() < floats) words.resize(floats);
+    convert_to_bf16(words.data(), values, int64_t(floats));
+    words_of_[which] = floats;
+  }
+  return words.data();
+}
+
 float* ConvMeasureBuffers::scratch(size_t floats) {
   Borrowed& b = borrowed_[3];
   if (floats <= b.capacity) {
@@ -166,37 +182,53 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   return seconds;
 }
 
+ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
+                          const PreparedConv& kernel, ConvMeasureBuffers& buffers,
+                          size_t scratch_floats) {
+  const ConvGeometry& g = shape.g;
+  const size_t in_floats = size_t(g.N) * g.H * g.W * g.C;
+  const size_t out_floats = size_t(g.N) * g.P() * g.Q() * g.K;
+  const size_t weight_floats = size_t(g.K) * g.C * g.R * g.S;
+  // What the pass reads (operands 0 and 1) and writes (operand 2).
+  const size_t first_floats = shape.pass == ConvPass::kBackwardData ? out_floats : in_floats;
+  const size_t second_floats =
+      shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats;
+  const float* first = buffers.operand(0, first_floats);
+  const float* second = buffers.operand(1, second_floats);
+  float* result = buffers.operand(2, shape.pass == ConvPass::kForward        ? out_floats
+                                     : shape.pass == ConvPass::kBackwardData ? in_floats
+                                                                             : weight_floats);
+  const bool bf16 = precision == Precision::kBf16;
+  const bool in_bf16 = bf16 && shape.bf16_in && kernel.takes_bf16_in();
+  const bool d_out_bf16 = bf16 && shape.bf16_d_out && kernel.takes_bf16_d_out();
+  ConvCall call;
+  call.N = g.N;
+  switch (shape.pass) {
+    case ConvPass::kForward:
+      call.in = first, call.weight = second, call.out = result;
+      if (in_bf16) call.in = nullptr, call.in_bf16 = buffers.bf16_operand(0, first_floats);
+      break;
+    case ConvPass::kBackwardData:
+      call.d_out = first, call.weight = second, call.d_in = result;
+      if (d_out_bf16) call.d_out = nullptr, call.d_out_bf16 = buffers.bf16_operand(0, first_floats);
+      break;
+    case ConvPass::kBackwardWeights:
+      call.in = first, call.d_out = second, call.d_weight = result;
+      if (in_bf16) call.in = nullptr, call.in_bf16 = buffers.bf16_operand(0, first_floats);
+      if (d_out_bf16)
+        call.d_out = nullptr, call.d_out_bf16 = buffers.bf16_operand(1, second_floats);
+      break;
+  }
+  call.scratch = buffers.scratch(scratch_floats);
+  return call;
+}
+
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
                                           const ConvMeasureOptions& options,
                                           ConvMeasureBuffers* shared) {
   ConvMeasureBuffers own;
   ConvMeasureBuffers& buffers = shared ? *shared : own;
   const ConvGeometry& g = shape.g;
-  const size_t in_floats = size_t(g.N) * g.H * g.W * g.C;
-  const size_t out_floats = size_t(g.N) * g.P() * g.Q() * g.K;
-  const size_t weight_floats = size_t(g.K) * g.C * g.R * g.S;
-  // What the pass reads (operands 0 and 1) and writes (operand 2).
-  const float* first =
-      buffers.operand(0, shape.pass == ConvPass::kBackwardData ? out_floats : in_floats);
-  const float* second =
-      buffers.operand(1, shape.pass == ConvPass::kBackwardWeights ? out_floats : weight_floats);
-  float* result = buffers.operand(2, shape.pass == ConvPass::kForward        ? out_floats
-                                     : shape.pass == ConvPass::kBackwardData ? in_floats
-                                                                             : weight_floats);
-  ConvCall call;
-  call.N = g.N;
-  switch (shape.pass) {
-    case ConvPass::kForward:
-      call.in = first, call.weight = second, call.out = result;
-      break;
-    case ConvPass::kBackwardData:
-      call.d_out = first, call.weight = second, call.d_in = result;
-      break;
-    case ConvPass::kBackwardWeights:
-      call.in = first, call.d_out = second, call.d_weight = result;
-      break;
-  }
-
   // Every eligible candidate prepared, in registry order, on one scratch.
   struct Entry {
     const ConvCandidate* candidate;
@@ -211,12 +243,15 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   }
   NOSTRUM_CHECK(!entries.empty(), ShapeError, "no conv candidate can run this pass",
                 conv_shape_name(g) + " " + conv_pass_name(shape.pass));
-  call.scratch = buffers.scratch(scratch_floats);
+  // Each candidate's call (its operands as the model gives them), all before any is timed.
+  std::vector<ConvCall> calls;
+  for (const Entry& e : entries)
+    calls.push_back(measurement_call(shape, precision, *e.kernel, buffers, scratch_floats));
   const std::vector<std::vector<double>> seconds = time_candidates(
       entries.size(),
       [&](size_t i) {
         const double t0 = omp_get_wtime();
-        entries[i].kernel->run(call);
+        entries[i].kernel->run(calls[i]);
         return omp_get_wtime() - t0;
       },
       options);
@@ -238,6 +273,9 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
       line += text;
     }
     line += " -> " + row.chosen + " (" + conv_choice_source_name(row.source) + ")";
+    if (row.shape.bf16_in || row.shape.bf16_d_out)
+      line += std::string(" [bf16 operands:") + (row.shape.bf16_in ? " in" : "") +
+              (row.shape.bf16_d_out ? " d_out" : "") + "]";
     lines.push_back(line);
   }
   return lines;
@@ -261,6 +299,8 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
           Json{{"candidate", t.candidate}, {"seconds", t.seconds}, {"calls", t.calls}});
     rows.push_back(Json{{"shape", geometry_json(row.shape.g)},
                         {"pass", conv_pass_name(row.shape.pass)},
+                        {"bf16_in", row.shape.bf16_in},
+                        {"bf16_d_out", row.shape.bf16_d_out},
                         {"timings", timings},
                         {"chosen", row.chosen},
                         {"source", conv_choice_source_name(row.source)}});
@@ -287,6 +327,8 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
       g.R = s.at("R"), g.S = s.at("S"), g.stride = s.at("stride"), g.pad = s.at("pad");
       row.shape.pass =
           parse_enum_name<ConvPass>(r.at("pass").get<std::string>(), conv_pass_names(), "pass");
+      row.shape.bf16_in = r.at("bf16_in").get<bool>();
+      row.shape.bf16_d_out = r.at("bf16_d_out").get<bool>();
       for (const Json& t : r.at("timings"))
         row.timings.push_back(ConvTiming{t.at("candidate").get<std::string>(),
                                          t.at("seconds").get<double>(), t.at("calls").get<int>()});

@@ -788,17 +788,45 @@ void Model::build(int max_batch, int height, int width) {
 std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
   NOSTRUM_CHECK(!impl_->blocks.empty(), ShapeError, "conv shapes before build",
                 "model " + spec_.name);
+  // Which operands a bf16 run hands a conv in bf16 where its kernel takes them (link_bf16_handover,
+  // link_bf16_block_outputs): the output gradient from the batch norm after it, the input from an
+  // inner batch norm before it or from the previous residual block's output. A shape holds them
+  // only if every layer of it does.
+  const Impl& m = *impl_;
+  const bool bf16 = spec_.precision == kernels::Precision::kBf16;
   std::vector<kernels::ConvPassShape> shapes;
-  for_each_layer(impl_->blocks, [&](const Layer& l) {
-    if (!runs_conv_kernels(l)) return;
-    for (kernels::ConvPass pass : kernels::kConvPasses) {
-      if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
-      const kernels::ConvPassShape shape{l.conv, pass};
-      bool seen = false;
-      for (const auto& s : shapes) seen = seen || kernels::same_shape(s, shape);
-      if (!seen) shapes.push_back(shape);
-    }
-  });
+  for (size_t bi = 0; bi < m.blocks.size(); ++bi) {
+    const Block& b = m.blocks[bi];
+    const bool after_residual = b.residual && bi > 0 && m.blocks[bi - 1].residual;
+    for (const std::vector<Layer>* chain : {&b.path, &b.shortcut})
+      for (size_t i = 0; i < chain->size(); ++i) {
+        const Layer& l = (*chain)[i];
+        if (!runs_conv_kernels(l)) continue;
+        const Layer* prev = i > 0 ? &(*chain)[i - 1] : nullptr;
+        const Layer* next = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
+        const bool conv = l.kind == LayerKind::kConv;
+        const bool inner_norm_before = prev && prev->kind == LayerKind::kBatchNorm && b.residual &&
+                                       chain == &b.path && prev->relu &&
+                                       !prev->last_of_residual_path;
+        const bool d_out =
+            bf16 && conv && m.bf16_handover && next && next->kind == LayerKind::kBatchNorm;
+        const bool in = bf16 && conv &&
+                        ((m.bf16_handover && inner_norm_before) ||
+                         (m.bf16_block_outputs && i == 0 && after_residual));
+        for (kernels::ConvPass pass : kernels::kConvPasses) {
+          if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
+          const kernels::ConvPassShape shape{l.conv, pass, in, d_out};
+          bool seen = false;
+          for (auto& s : shapes)
+            if (kernels::same_shape(s, shape)) {
+              seen = true;
+              s.bf16_in = s.bf16_in && in;
+              s.bf16_d_out = s.bf16_d_out && d_out;
+            }
+          if (!seen) shapes.push_back(shape);
+        }
+      }
+  }
   return shapes;
 }
 

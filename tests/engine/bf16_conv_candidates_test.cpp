@@ -12,9 +12,13 @@
 #include "conv_candidate_check.hpp"
 #include "grad_check.hpp"
 #include "model_compare.hpp"
+#include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/model/model.hpp"
 
+using nostrum::kernels::ConvPass;
 using nostrum::kernels::Precision;
+namespace kernels = nostrum::kernels;
 namespace testing = nostrum::testing;
 
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",
@@ -163,4 +167,105 @@ TEST_CASE("bf16 model: the residual stream in bf16 changes the step and is switc
   // The logits and gradients together move by a bf16-sized amount (0.036 on the Zen 4), not O(1).
   WARN("relative change of logits and gradients " << std::sqrt(diff2 / ref2));
   CHECK(std::sqrt(diff2 / ref2) < 0.125);  // 2^-3, as bf16_torch_compare_test.cpp bounds logits
+}
+
+TEST_CASE("the measurement times a kernel on the bf16 operands the model hands it",
+          "[bf16][conv]") {
+  // A bf16 run hands most convs their output gradient, many their input, in bf16; a kernel that
+  // takes them is timed so (the rounded operand, no fp32 one), an fp32 kernel and an operand the
+  // model does not hand over stay fp32.
+  const kernels::ConvGeometry g{4, 8, 8, 16, 32, 3, 3, 1, 1};
+  const size_t in_floats = size_t(4) * 8 * 8 * 16, out_floats = size_t(4) * 8 * 8 * 32;
+  kernels::ConvMeasureBuffers buffers;
+  const auto words_of = [](const float* x, size_t n) {
+    std::vector<uint16_t> w(n);
+    for (size_t i = 0; i < n; ++i) w[i] = kernels::fp32_to_bf16(x[i]);
+    return w;
+  };
+  const kernels::ConvCandidate* onednn_bf16 = kernels::find_conv_candidate("onednn_bf16");
+  const kernels::ConvCandidate* openblas = kernels::find_conv_candidate("gemm_openblas");
+  REQUIRE(onednn_bf16);
+  REQUIRE(openblas);
+  for (ConvPass pass : kernels::kConvPasses)
+    for (bool handed : {false, true}) {
+      INFO(kernels::conv_pass_name(pass) << " handed over " << handed);
+      kernels::ConvPassShape shape{g, pass, handed, handed};
+      const auto bf16_kernel = onednn_bf16->prepare(g, pass, Precision::kBf16);
+      const kernels::ConvCall c = kernels::measurement_call(shape, Precision::kBf16, *bf16_kernel,
+                                                            buffers, bf16_kernel->scratch_floats());
+      const bool in_read = pass != ConvPass::kBackwardData;
+      const bool d_out_read = pass != ConvPass::kForward;
+      CHECK((c.in_bf16 != nullptr) == (handed && in_read));
+      CHECK((c.in != nullptr) == (!handed && in_read));
+      CHECK((c.d_out_bf16 != nullptr) == (handed && d_out_read));
+      CHECK((c.d_out != nullptr) == (!handed && d_out_read));
+      // The bf16 operands are the fp32 ones rounded.
+      const int first = 0, second = 1;
+      if (c.in_bf16)
+        CHECK(std::vector<uint16_t>(c.in_bf16, c.in_bf16 + in_floats) ==
+              words_of(buffers.operand(first, in_floats), in_floats));
+      if (c.d_out_bf16) {
+        const int which = pass == ConvPass::kBackwardData ? first : second;
+        CHECK(std::vector<uint16_t>(c.d_out_bf16, c.d_out_bf16 + out_floats) ==
+              words_of(buffers.operand(which, out_floats), out_floats));
+      }
+      // An fp32 kernel, or an fp32 run, reads fp32 operands whatever the model hands over.
+      const auto fp32_kernel = openblas->prepare(g, pass, Precision::kBf16);
+      const kernels::ConvCall f = kernels::measurement_call(shape, Precision::kBf16, *fp32_kernel,
+                                                            buffers, fp32_kernel->scratch_floats());
+      CHECK(f.in_bf16 == nullptr);
+      CHECK(f.d_out_bf16 == nullptr);
+      const auto fp32_run = onednn_bf16->prepare(g, pass, Precision::kFp32);
+      CHECK(kernels::measurement_call(shape, Precision::kFp32, *fp32_run, buffers,
+                                      fp32_run->scratch_floats())
+                .in_bf16 == nullptr);
+    }
+}
+
+TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][conv]") {
+  // ResNet-50: every conv's output gradient comes from the batch norm after it; the input in bf16
+  // from an inner batch norm or the previous block's output, except the stem (the images) and
+  // layer1.0's conv1 and downsample (the max-pool's output), which share no shape with another.
+  // The classifier's gradient and input stay fp32. layer1.0's downsample shares its shape with
+  // layer1's conv3s, which read bf16: the shape takes fp32, as one of its layers does.
+  nostrum::model::ModelConfig config;
+  config.name = "resnet50";
+  config.num_classes = 10;
+  config.precision = Precision::kBf16;
+  auto m = nostrum::model::Model::create(config);
+  m->build(2, 64, 64);
+  const auto find = [&](int H, int C, int K, int R, int stride, ConvPass pass) {
+    for (const kernels::ConvPassShape& s : m->conv_pass_shapes())
+      if (s.g.H == H && s.g.C == C && s.g.K == K && s.g.R == R && s.g.stride == stride &&
+          s.pass == pass)
+        return s;
+    FAIL("no such shape");
+    return kernels::ConvPassShape{};
+  };
+  const ConvPass fwd = ConvPass::kForward, wgt = ConvPass::kBackwardWeights;
+  const auto stem = find(64, 3, 64, 7, 2, wgt);
+  CHECK(!stem.bf16_in);
+  CHECK(stem.bf16_d_out);
+  const auto layer1_conv1 = find(16, 64, 64, 1, 1, fwd);  // layer1.0.conv1: the max-pool's output
+  CHECK(!layer1_conv1.bf16_in);
+  CHECK(!find(16, 64, 256, 1, 1, wgt).bf16_in);  // layer1.0.downsample with the conv3s
+  CHECK(find(16, 64, 256, 1, 1, wgt).bf16_d_out);
+  CHECK(find(16, 256, 64, 1, 1, fwd).bf16_in);  // layer1.1/2.conv1: the block outputs
+  CHECK(find(16, 64, 64, 3, 1, wgt).bf16_in);   // conv2: an inner batch norm's
+  CHECK(find(8, 128, 512, 1, 1, fwd).bf16_in);  // layer2's conv3
+  const auto fc = find(1, 2048, 10, 1, 1, wgt);
+  CHECK(!fc.bf16_in);
+  CHECK(!fc.bf16_d_out);
+  // Off: nothing handed over, nothing measured so.
+  m->set_bf16_handover(false);
+  m->set_bf16_block_outputs(false);
+  for (const kernels::ConvPassShape& s : m->conv_pass_shapes()) {
+    CHECK(!s.bf16_in);
+    CHECK(!s.bf16_d_out);
+  }
+  // An fp32 model hands nothing over.
+  config.precision = Precision::kFp32;
+  auto f = nostrum::model::Model::create(config);
+  f->build(2, 64, 64);
+  for (const kernels::ConvPassShape& s : f->conv_pass_shapes()) CHECK(!(s.bf16_in || s.bf16_d_out));
 }

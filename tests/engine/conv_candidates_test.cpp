@@ -130,6 +130,7 @@ ConvChoiceTable planted_table() {
   a.source = ConvChoiceSource::kMeasured;
   ConvChoice b = a;
   b.shape.pass = ConvPass::kBackwardWeights;
+  b.shape.bf16_d_out = true;  // measured on a bf16 output gradient (read back as such)
   b.timings = {{"gemm_openblas", 0.125, 3}, {"gemm_openblas_per_thread", 0.0625, 1}};
   b.chosen = "gemm_openblas_per_thread";
   t.rows = {a, b};
@@ -211,6 +212,12 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
           nullptr);  // other threads
     CHECK(kernels::find_cached(cache, planted_table().rows[1].shape, 2, Precision::kBf16) ==
           nullptr);  // other precision
+    CHECK(hit->shape.bf16_d_out);
+    CHECK(!hit->shape.bf16_in);
+    kernels::ConvPassShape fp32_operands = planted_table().rows[1].shape;
+    fp32_operands.bf16_d_out = false;
+    CHECK(kernels::find_cached(cache, fp32_operands, 2, Precision::kFp32) ==
+          nullptr);  // measured on other operands
   }
   SECTION("every flipped byte is refused, naming the file") {
     const std::string good = read_text(path);
@@ -236,12 +243,12 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("nostrum 1.0"));
   }
   SECTION("an older format's file is refused, naming both formats") {
-    // The file as a format-1 writer left it: same body but the format, its own valid checksum.
+    // The file as a format-2 writer left it: same body but the format, its own valid checksum.
     const std::string good = read_text(path);
     std::string body = good.substr(0, good.rfind("checksum "));
-    const std::string now = "nostrum conv kernel cache 2";
+    const std::string now = "nostrum conv kernel cache 3";
     REQUIRE(body.find(now) != std::string::npos);
-    body.replace(body.find(now), now.size(), "nostrum conv kernel cache 1");
+    body.replace(body.find(now), now.size(), "nostrum conv kernel cache 2");
     char sum[17];
     std::snprintf(sum, sizeof sum, "%016llx",
                   static_cast<unsigned long long>(hash_bytes(body.data(), body.size())));
@@ -249,7 +256,7 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
     CHECK(cache.rows.empty());
     CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("older cache format") &&
-                                  Catch::Contains("cache 1") && Catch::Contains("cache 2"));
+                                  Catch::Contains("cache 2") && Catch::Contains("cache 3"));
   }
   SECTION("a file that is not a cache is refused") {
     write_text(path, "{\"hello\": 1}\n");

@@ -13,12 +13,19 @@
 
 namespace nostrum::kernels {
 
-// One pass of one layer shape (g.N: the batch it runs at).
+// One pass of one layer shape (g.N: the batch it runs at). In a bf16 run, bf16_in and bf16_d_out
+// say that the model hands every layer of this shape its input / output gradient in bf16 where the
+// pass's kernel takes it (Model::set_bf16_handover, set_bf16_block_outputs): the measurement then
+// times such a kernel on bf16 operands, as it will run.
 struct ConvPassShape {
   ConvGeometry g;
   ConvPass pass = ConvPass::kForward;
+  bool bf16_in = false, bf16_d_out = false;
 };
+// The same geometry and pass (the operand types aside: a layer's kernel is found by these).
 bool same_shape(const ConvPassShape& a, const ConvPassShape& b);
+// The same geometry, pass and operand types: a cached row was measured as this pass would be.
+bool same_measured_shape(const ConvPassShape& a, const ConvPassShape& b);
 
 // "N32 H56 W56 C64 K64 R3 S3 /1 p1": the geometry as the table, the cache and result.json write it.
 std::string conv_shape_name(const ConvGeometry& g);
@@ -81,6 +88,9 @@ class ConvMeasureBuffers {
   // Operand `which` (0, 1: what the pass reads; 2: what it writes), at least `floats` long.
   float* operand(int which, size_t floats);
   float* scratch(size_t floats);  // 64-byte aligned
+  // Read operand `which` (0 or 1) as bf16: its first `floats` values rounded (kernels/bf16.hpp),
+  // in memory of its own (freed with this object), written when handed out.
+  const uint16_t* bf16_operand(int which, size_t floats);
 
  private:
   // Slot 0-2: the operands, 3: the scratch. A borrowed slot's first `used` floats were written.
@@ -90,6 +100,8 @@ class ConvMeasureBuffers {
   };
   Borrowed borrowed_[4];
   std::vector<float> operands_[3];
+  std::vector<uint16_t> words_[2];
+  size_t words_of_[2] = {0, 0};  // how many of operand i's values words_[i] holds rounded
   Arena scratch_;
 };
 
@@ -101,6 +113,14 @@ class ConvMeasureBuffers {
 std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::function<double(size_t)>& call,
                                                  const ConvMeasureOptions& options = {});
+
+// The call `kernel` is timed with for this pass: the buffers' operands (0 and 1 read, 2 written)
+// and scratch (`scratch_floats`), an operand the model hands over in bf16 (shape.bf16_in,
+// bf16_d_out, in a bf16 run) as bf16_operand where the kernel takes it (PreparedConv::
+// takes_bf16_in, takes_bf16_d_out), as it will run in the model.
+ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
+                          const PreparedConv& kernel, ConvMeasureBuffers& buffers,
+                          size_t scratch_floats);
 
 // Times every eligible candidate for this pass on the calling thread's OpenMP pool (outside any
 // parallel region) by time_candidates' schedule; the timings come back in registry order.
