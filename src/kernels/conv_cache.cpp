@@ -26,7 +26,8 @@ namespace {
 
 // 2: bf16 tables measure the fp32 candidates too, on the interleaved schedule (a format-1 file's
 // choices were made without them: measured again). 3: each row names the operands the model hands
-// over in bf16 (bf16_in, bf16_d_out), which the measurement gives the kernels that take them.
+// over in bf16 (bf16_in, bf16_d_out) and keeps in bf16 (bf16_out), which the measurement gives the
+// kernels that take them.
 constexpr const char* kFormat = "nostrum conv kernel cache 3";
 constexpr const char* kFormatStem = "nostrum conv kernel cache ";
 

@@ -37,7 +37,8 @@ bool same_shape(const ConvPassShape& a, const ConvPassShape& b) {
 }
 
 bool same_measured_shape(const ConvPassShape& a, const ConvPassShape& b) {
-  return same_shape(a, b) && a.bf16_in == b.bf16_in && a.bf16_d_out == b.bf16_d_out;
+  return same_shape(a, b) && a.bf16_in == b.bf16_in && a.bf16_d_out == b.bf16_d_out &&
+         a.bf16_out == b.bf16_out;
 }
 
 std::string conv_shape_name(const ConvGeometry& g) {
@@ -201,12 +202,14 @@ ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
   const bool bf16 = precision == Precision::kBf16;
   const bool in_bf16 = bf16 && shape.bf16_in && kernel.takes_bf16_in();
   const bool d_out_bf16 = bf16 && shape.bf16_d_out && kernel.takes_bf16_d_out();
+  const bool out_bf16 = bf16 && shape.bf16_out && kernel.writes_bf16_out();
   ConvCall call;
   call.N = g.N;
   switch (shape.pass) {
     case ConvPass::kForward:
       call.in = first, call.weight = second, call.out = result;
       if (in_bf16) call.in = nullptr, call.in_bf16 = buffers.bf16_operand(0, first_floats);
+      if (out_bf16) call.out = nullptr, call.out_bf16 = reinterpret_cast<uint16_t*>(result);
       break;
     case ConvPass::kBackwardData:
       call.d_out = first, call.weight = second, call.d_in = result;
@@ -273,9 +276,9 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
       line += text;
     }
     line += " -> " + row.chosen + " (" + conv_choice_source_name(row.source) + ")";
-    if (row.shape.bf16_in || row.shape.bf16_d_out)
+    if (row.shape.bf16_in || row.shape.bf16_d_out || row.shape.bf16_out)
       line += std::string(" [bf16 operands:") + (row.shape.bf16_in ? " in" : "") +
-              (row.shape.bf16_d_out ? " d_out" : "") + "]";
+              (row.shape.bf16_d_out ? " d_out" : "") + (row.shape.bf16_out ? " out" : "") + "]";
     lines.push_back(line);
   }
   return lines;
@@ -301,6 +304,7 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
                         {"pass", conv_pass_name(row.shape.pass)},
                         {"bf16_in", row.shape.bf16_in},
                         {"bf16_d_out", row.shape.bf16_d_out},
+                        {"bf16_out", row.shape.bf16_out},
                         {"timings", timings},
                         {"chosen", row.chosen},
                         {"source", conv_choice_source_name(row.source)}});
@@ -329,6 +333,7 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
           parse_enum_name<ConvPass>(r.at("pass").get<std::string>(), conv_pass_names(), "pass");
       row.shape.bf16_in = r.at("bf16_in").get<bool>();
       row.shape.bf16_d_out = r.at("bf16_d_out").get<bool>();
+      row.shape.bf16_out = r.at("bf16_out").get<bool>();
       for (const Json& t : r.at("timings"))
         row.timings.push_back(ConvTiming{t.at("candidate").get<std::string>(),
                                          t.at("seconds").get<double>(), t.at("calls").get<int>()});

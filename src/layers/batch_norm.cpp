@@ -239,9 +239,46 @@ inline void finish_channel(const ChannelStatistics& s, int c, double var, double
       static_cast<float>((1.0 - m) * s.running_var[c] + m * var * count / (count - 1));
 }
 
+// bf16 outputs (BatchNormOptions::d_in_bf16, out_bf16) go through each thread's fp32 tiles of
+// about kBf16TileFloats floats (16 KB, in L1): the rows computed into tile 0, then rounded into
+// place; a bf16 output read back (the backward's ReLU mask) or a bf16 residual is widened into tile
+// 1, a bf16 input (BatchNormOptions::in_bf16) into tile 2.
+constexpr size_t kBf16TileFloats = 4096;
+std::vector<float>& bf16_tile(int which) {
+  thread_local std::vector<float> tiles[3];
+  return tiles[which];
+}
+// Rows per tile for C channels: a multiple of `multiple` rows (at least one multiple).
+int64_t tile_rows(int C, int64_t multiple) {
+  return std::max<int64_t>(1, int64_t(kBf16TileFloats) / C / multiple) * multiple;
+}
+float* tile_floats(int which, int64_t rows, int C) {
+  std::vector<float>& tile = bf16_tile(which);
+  if (tile.size() < size_t(rows) * C) tile.resize(size_t(rows) * C);
+  return tile.data();
+}
+
+// fn(x, first_row, n) over rows [r0, r1) of the input: in itself, or in_bf16 widened a tile of
+// whole `multiple`-row blocks at a time (counted from r0, so that row kernels summing blocks of
+// kBlockRows rows give the bits of one call over the range).
+template <typename Fn>
+void for_input_rows(const float* in, const uint16_t* in_bf16, int64_t r0, int64_t r1, int C,
+                    int64_t multiple, Fn&& fn) {
+  if (r1 <= r0) return;
+  if (!in_bf16) return fn(in + r0 * C, r0, r1 - r0);
+  const int64_t step = tile_rows(C, multiple);
+  float* x = tile_floats(2, step, C);
+  for (int64_t r = r0; r < r1; r += step) {
+    const int64_t n = std::min(step, r1 - r);
+    kernels::convert_from_bf16(x, in_bf16 + r * C, n * C);
+    fn(x, r, n);
+  }
+}
+
 // Per-rank statistics, step 1 (inside a parallel region): each chunk's mean and squared deviations
 // from it (two passes over a chunk that is still in cache), chunk_mean and chunk_m2 (kChunks, C).
-void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, int64_t rows, int C) {
+void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const uint16_t* in_bf16,
+                   int64_t rows, int C) {
   const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp for schedule(static)
@@ -251,9 +288,12 @@ void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, int64_
     for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     if (r1 > r0) {
-      sum_rows(mean, in + r0 * C, r1 - r0, C);
+      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows,
+                     [&](const float* x, int64_t, int64_t n) { sum_rows(mean, x, n, C); });
       for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
-      squared_deviation_rows(m2, in + r0 * C, mean, r1 - r0, C);
+      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows, [&](const float* x, int64_t, int64_t n) {
+        squared_deviation_rows(m2, x, mean, n, C);
+      });
     }
   }
 }
@@ -289,8 +329,10 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
                        int C, const BatchNormOptions& options) {
   double* partial = scratch;                  // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
+  const uint16_t* in_bf16 = options.in_bf16;
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    sum_rows(acc, in + r * C, count, C);
+    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows,
+                   [&](const float* x, int64_t, int64_t n) { sum_rows(acc, x, n, C); });
   });
   total[C] = static_cast<double>(rows);
   options.reducer->sum(total, C + 1);
@@ -298,45 +340,34 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   check_rows(count, C);
   for (int c = 0; c < C; ++c) s.save_mean[c] = static_cast<float>(total[c] / count);
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    squared_deviation_rows(acc, in + r * C, s.save_mean, count, C);
+    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows,
+                   [&](const float* x, int64_t, int64_t n) {
+                     squared_deviation_rows(acc, x, s.save_mean, n, C);
+                   });
   });
   options.reducer->sum(total, C);
   for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
 }
 
-// bf16 outputs (BatchNormOptions::d_in_bf16, out_bf16) go through each thread's fp32 tiles of
-// about kBf16TileFloats floats (16 KB, in L1): the rows computed into one, then rounded into place;
-// a bf16 output read back (the backward's ReLU mask) is widened into the other.
-constexpr size_t kBf16TileFloats = 4096;
-std::vector<float>& bf16_tile(int which) {
-  thread_local std::vector<float> tiles[2];
-  return tiles[which];
-}
-// Rows per tile for C channels: a multiple of `multiple` rows (at least one multiple).
-int64_t tile_rows(int C, int64_t multiple) {
-  return std::max<int64_t>(1, int64_t(kBf16TileFloats) / C / multiple) * multiple;
-}
-float* tile_floats(int which, int64_t rows, int C) {
-  std::vector<float>& tile = bf16_tile(which);
-  if (tile.size() < size_t(rows) * C) tile.resize(size_t(rows) * C);
-  return tile.data();
-}
-
 // normalize_rows into out, or through a tile into out_bf16; a bf16 residual is widened a tile at
 // a time into the other tile (the rows the same either way, so the same bits).
-void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const float* residual,
-                       const uint16_t* residual_bf16, const float* mean, const float* invstd,
-                       const float* gamma, const float* beta, int64_t rows, int C, bool relu) {
-  if (!out_bf16 && !residual_bf16)
+void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const uint16_t* in_bf16,
+                       const float* residual, const uint16_t* residual_bf16, const float* mean,
+                       const float* invstd, const float* gamma, const float* beta, int64_t rows,
+                       int C, bool relu) {
+  if (!out_bf16 && !residual_bf16 && !in_bf16)
     return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
   const int64_t step = tile_rows(C, 1);
   float* tile = out_bf16 ? tile_floats(0, step, C) : nullptr;
   float* z_tile = residual_bf16 ? tile_floats(1, step, C) : nullptr;
+  float* x_tile = in_bf16 ? tile_floats(2, step, C) : nullptr;
   for (int64_t r = 0; r < rows; r += step) {
     const int64_t n = std::min(step, rows - r);
     if (z_tile) kernels::convert_from_bf16(z_tile, residual_bf16 + r * C, n * C);
+    if (x_tile) kernels::convert_from_bf16(x_tile, in_bf16 + r * C, n * C);
     const float* z = z_tile ? z_tile : residual ? residual + r * C : nullptr;
-    normalize_rows(tile ? tile : out + r * C, in + r * C, z, mean, invstd, gamma, beta, n, C, relu);
+    normalize_rows(tile ? tile : out + r * C, x_tile ? x_tile : in + r * C, z, mean, invstd, gamma,
+                   beta, n, C, relu);
     if (tile) kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
   }
 }
@@ -346,8 +377,8 @@ void normalize_row_range(float* out, const float* in, const float* mean, const f
                          const float* gamma, const float* beta, int64_t r0, int64_t r1, int C,
                          const BatchNormOptions& o) {
   const auto at = [&](auto* p) { return p ? p + r0 * C : nullptr; };
-  normalize_rows_to(out + r0 * C, at(o.out_bf16), in + r0 * C, at(o.residual), at(o.residual_bf16),
-                    mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
+  normalize_rows_to(out + r0 * C, at(o.out_bf16), in + r0 * C, at(o.in_bf16), at(o.residual),
+                    at(o.residual_bf16), mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
 }
 
 // The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
@@ -390,7 +421,7 @@ void batch_norm_forward_training(float* out, float* save_mean, float* save_invst
     check_rows(static_cast<double>(rows), C);
 #pragma omp parallel
     {
-      chunk_moments(scratch, scratch + kChunks * C, in, rows, C);
+      chunk_moments(scratch, scratch + kChunks * C, in, options.in_bf16, rows, C);
       combine_chunk_moments(stats, scratch, scratch + kChunks * C, rows, C, options);
       normalize_thread_rows(norm);
     }
@@ -426,6 +457,7 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const BatchNormOptions& options, double* scratch) {
   const bool relu = options.fuse_relu;
   const uint16_t* y_bf16 = options.out_bf16;    // the forward output in bf16, for the mask
+  const uint16_t* x_bf16 = options.in_bf16;     // the forward input in bf16
   double* partial_dy = scratch;                 // (kChunks, C)
   double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
@@ -437,15 +469,18 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     double* b = partial_dyx + k * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-    // A bf16 output is widened a tile at a time (whole 16-row blocks per tile, so the float
-    // partials are those of one call); otherwise the chunk is one call.
+    // A bf16 output or input is widened a tile at a time (whole 16-row blocks per tile, so the
+    // float partials are those of one call); otherwise the chunk is one call.
     const bool y_tiled = relu && y_bf16;
-    const int64_t step = y_tiled ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
+    const bool tiled = y_tiled || x_bf16;
+    const int64_t step = tiled ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
     float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
+    float* x_tile = x_bf16 ? tile_floats(2, step, C) : nullptr;
     for (int64_t r = r0; r < r1; r += step) {
       const int64_t n = std::min(step, r1 - r);
       if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
-      backward_sum_rows(a, b, d_out + r * C, in + r * C,
+      if (x_tile) kernels::convert_from_bf16(x_tile, x_bf16 + r * C, n * C);
+      backward_sum_rows(a, b, d_out + r * C, x_tile ? x_tile : in + r * C,
                         y_tiled ? y_tile
                         : relu  ? out + r * C
                                 : nullptr,
@@ -489,15 +524,18 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     // With a bf16 tensor, a few rows at a time through the L1 tiles (the bf16 output widened into
     // one, the result computed into the other and rounded into place); otherwise one call.
     const bool y_tiled = relu && y_bf16;
-    const int64_t step = d_in_bf16 || y_tiled ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
+    const int64_t step =
+        d_in_bf16 || y_tiled || x_bf16 ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
     float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
     float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
+    float* x_tile = x_bf16 ? tile_floats(2, step, C) : nullptr;
     for (int64_t r = r0; r < r1; r += step) {
       const int64_t n = std::min(step, r1 - r);
       if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
+      if (x_tile) kernels::convert_from_bf16(x_tile, x_bf16 + r * C, n * C);
       const float* y = y_tiled ? y_tile : relu ? out + r * C : nullptr;
-      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, in + r * C, y, save_mean,
-                          ca, ck, cb, n, C);
+      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C,
+                          x_tile ? x_tile : in + r * C, y, save_mean, ca, ck, cb, n, C);
       if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
     }
   }

@@ -56,7 +56,9 @@ struct Layer {
   bool bf16_gradient = false;
   // bf16 runs: a batch norm whose output travels in bf16 (kept in its output buffer as bf16) and
   // the conv after it that reads it so (bf16_input), where that conv's forward and weight-gradient
-  // kernels take it and nothing else reads the output (the batch norms inside a residual path).
+  // kernels take it and nothing else reads the output (the batch norms inside a residual path);
+  // likewise a conv whose forward kernel writes its output in bf16 and the batch norm after it,
+  // which reads it so in forward and backward (link_bf16_conv_outputs).
   bool bf16_output = false, bf16_input = false;
   size_t first_parameter = 0;  // table index of its first entry (parameter_specs order)
   // Tensors, set by build. input: (N, in) images, arena or another layer's output.
@@ -390,7 +392,7 @@ struct Pass {
 uint16_t* bf16_output(const Layer& l) {
   return l.bf16_output ? reinterpret_cast<uint16_t*>(l.output) : nullptr;
 }
-// The conv l's input as bf16 (the batch norm before it wrote it so), or null.
+// Layer l's input as bf16 (the layer before it wrote it so), or null.
 const uint16_t* bf16_input(const Layer& l) {
   return l.bf16_input ? reinterpret_cast<const uint16_t*>(l.input) : nullptr;
 }
@@ -402,6 +404,7 @@ void batch_norm_forward(const Pass& s, const Layer& l, const float* residual,
   o.fuse_relu = l.relu || residual != nullptr || residual_bf16 != nullptr;
   o.residual = residual;
   o.residual_bf16 = residual_bf16;
+  o.in_bf16 = bf16_input(l);
   o.reducer = s.reducer;
   o.out_bf16 = bf16_output(l);
   const int C = l.out.C;
@@ -432,7 +435,8 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
         c.in_bf16 = bf16_input(l);
         c.in = c.in_bf16 ? nullptr : l.input;
         c.weight = s.param(l, entry::kWeight).value;
-        c.out = l.output;
+        c.out_bf16 = bf16_output(l);
+        c.out = c.out_bf16 ? nullptr : l.output;
         c.scratch = s.conv_scratch;
         l.kernel[int(kernels::ConvPass::kForward)]->run(c);
         if (l.kind == LayerKind::kLinear)
@@ -505,6 +509,7 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         o.reducer = s.reducer;
         if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
         o.out_bf16 = bf16_output(l);  // its ReLU mask
+        o.in_bf16 = bf16_input(l);    // the conv's output, kept in bf16
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
                                     s.param(l, entry::kBias).grad, d_output, l.input, l.output,
                                     s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
@@ -613,6 +618,7 @@ struct Model::Impl {
   kernels::ConvChoiceTable conv_kernels;  // what set_conv_kernels was given
   bool bf16_handover = true;              // set_bf16_handover
   bool bf16_block_outputs = true;         // set_bf16_block_outputs
+  bool bf16_conv_outputs = true;          // set_bf16_conv_outputs
   // Sets Layer::bf16_gradient on every conv and the batch norm after it, and bf16_output /
   // bf16_input on a residual path's inner batch norms and the convs after them (see there); then
   // link_bf16_block_outputs.
@@ -622,6 +628,9 @@ struct Model::Impl {
   // shortcut's add reads it so), and bf16_input on those convs; and on every downsample's batch
   // norm (the add its only reader).
   void link_bf16_block_outputs(kernels::Precision precision);
+  // Sets bf16_output on each conv whose forward kernel writes bf16 (writes_bf16_out) and that a
+  // batch norm follows, and bf16_input on that batch norm.
+  void link_bf16_conv_outputs(kernels::Precision precision);
   const Layer& last() const { return blocks.back().path.back(); }
   Pass pass(Model& m, int n, bool training) {
     Pass s(m.table_);
@@ -813,15 +822,19 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
         const bool in = bf16 && conv &&
                         ((m.bf16_handover && inner_norm_before) ||
                          (m.bf16_block_outputs && i == 0 && after_residual));
+        const bool out =
+            bf16 && conv && m.bf16_conv_outputs && next && next->kind == LayerKind::kBatchNorm;
         for (kernels::ConvPass pass : kernels::kConvPasses) {
           if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
-          const kernels::ConvPassShape shape{l.conv, pass, in, d_out};
+          const kernels::ConvPassShape shape{l.conv, pass, in, d_out,
+                                             out && pass == kernels::ConvPass::kForward};
           bool seen = false;
           for (auto& s : shapes)
             if (kernels::same_shape(s, shape)) {
               seen = true;
               s.bf16_in = s.bf16_in && in;
               s.bf16_d_out = s.bf16_d_out && d_out;
+              s.bf16_out = s.bf16_out && shape.bf16_out;
             }
           if (!seen) shapes.push_back(shape);
         }
@@ -910,6 +923,23 @@ void Model::Impl::link_bf16_handover(kernels::Precision precision) {
         }
       }
   link_bf16_block_outputs(precision);
+  link_bf16_conv_outputs(precision);
+}
+
+void Model::Impl::link_bf16_conv_outputs(kernels::Precision precision) {
+  const bool bf16 = bf16_conv_outputs && precision == kernels::Precision::kBf16;
+  for (Block& b : blocks)
+    for (std::vector<Layer>* chain : {&b.path, &b.shortcut})
+      for (size_t i = 0; i < chain->size(); ++i) {
+        Layer& l = (*chain)[i];
+        Layer* next = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
+        if (l.kind != LayerKind::kConv) continue;
+        const kernels::PreparedConv* fwd = l.kernel[int(kernels::ConvPass::kForward)].get();
+        const bool on =
+            bf16 && next && next->kind == LayerKind::kBatchNorm && fwd && fwd->writes_bf16_out();
+        l.bf16_output = on;
+        if (next && next->kind == LayerKind::kBatchNorm) next->bf16_input = on;
+      }
 }
 
 void Model::Impl::link_bf16_block_outputs(kernels::Precision precision) {
@@ -943,6 +973,18 @@ void Model::set_bf16_handover(bool on) {
 void Model::set_bf16_block_outputs(bool on) {
   impl_->bf16_block_outputs = on;
   impl_->link_bf16_block_outputs(spec_.precision);
+}
+
+void Model::set_bf16_conv_outputs(bool on) {
+  impl_->bf16_conv_outputs = on;
+  impl_->link_bf16_conv_outputs(spec_.precision);
+}
+
+int Model::bf16_conv_outputs() const {
+  int count = 0;
+  for_each_layer(impl_->blocks,
+                 [&](const Layer& l) { count += l.kind == LayerKind::kConv && l.bf16_output; });
+  return count;
 }
 
 int Model::bf16_block_outputs() const {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "grad_check.hpp"
 #include "nostrum/core/error.hpp"
@@ -404,4 +405,78 @@ TEST_CASE("batch norm adds a bf16 residual as its widened fp32 values", "[engine
       bad.residual = z_widened.data();
       CHECK_THROWS_AS(both.forward(x, bad), ShapeError);
     }
+}
+
+TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][batch_norm]") {
+  // A conv output kept in bf16: the statistics, the normalisation and the backward read it widened
+  // a tile at a time. The same bits as the fp32 input holding the widened values, alone and with
+  // the bf16 output, gradient and residual, per rank and synced; C = 300 over 3200 rows puts
+  // several tiles in a statistics chunk and a partial last one.
+  for (int C : {20, 3, 300, 5000})
+    for (bool relu : {false, true})
+      for (bool synced : {false, true}) {
+        const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
+        INFO("C " << C << " relu " << relu << " synced " << synced);
+        const auto x = random_vector(rows * C, 41, -2.0f, 3.0f);
+        const auto dy = random_vector(rows * C, 42, -1e4f, 1e4f);
+        std::vector<uint16_t> x_bf16(rows * C);
+        std::vector<float> x_widened(rows * C);
+        for (int64_t i = 0; i < rows * C; ++i) {
+          x_bf16[i] = kernels::fp32_to_bf16(x[i]);
+          x_widened[i] = kernels::bf16_to_fp32(x_bf16[i]);
+        }
+        TwinReducer twin;
+        BatchNormOptions o;
+        o.fuse_relu = relu;
+        o.reducer = synced ? &twin : nullptr;
+        Bn ref(rows, C, 43), bf(rows, C, 43);
+        ref.forward(x_widened, o);
+        ref.backward(x_widened, dy, o);
+        BatchNormOptions ob = o;
+        ob.in_bf16 = x_bf16.data();
+        const std::vector<float> poisoned(rows * C, std::nanf(""));  // in must not be read
+        bf.forward(poisoned, ob);
+        const auto mismatches = [](const std::vector<float>& a, const std::vector<float>& b) {
+          size_t n = a.size() == b.size() ? 0 : 1;
+          for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
+          return n;
+        };
+        CHECK(mismatches(bf.out, ref.out) == 0);
+        CHECK(mismatches(bf.mean, ref.mean) == 0);
+        CHECK(mismatches(bf.invstd, ref.invstd) == 0);
+        CHECK(mismatches(bf.rvar, ref.rvar) == 0);
+        bf.backward(poisoned, dy, ob);
+        CHECK(mismatches(bf.dx, ref.dx) == 0);
+        CHECK(mismatches(bf.dgamma, ref.dgamma) == 0);
+        CHECK(mismatches(bf.dbeta, ref.dbeta) == 0);
+        // With every other bf16 tensor too: output, input gradient, residual.
+        const auto z = random_vector(rows * C, 44);
+        std::vector<uint16_t> z_bf16(rows * C), y(rows * C);
+        std::vector<float> z_widened(rows * C);
+        for (int64_t i = 0; i < rows * C; ++i) {
+          z_bf16[i] = kernels::fp32_to_bf16(z[i]);
+          z_widened[i] = kernels::bf16_to_fp32(z_bf16[i]);
+        }
+        BatchNormOptions oz = o;
+        oz.residual = z_widened.data();
+        Bn refz(rows, C, 45), all(rows, C, 45);
+        refz.forward(x_widened, oz);
+        BatchNormOptions oa = o;
+        oa.in_bf16 = x_bf16.data();
+        oa.residual_bf16 = z_bf16.data();
+        oa.out_bf16 = y.data();
+        all.forward(poisoned, oa);
+        size_t differ = 0;
+        for (int64_t i = 0; i < rows * C; ++i) differ += y[i] != kernels::fp32_to_bf16(refz.out[i]);
+        CHECK(differ == 0);
+        // Eval with the running statistics.
+        std::vector<float> eval(rows * C), eval_bf(rows * C), invstd(C);
+        batch_norm_forward_inference(eval.data(), x_widened.data(), ref.gamma.data(),
+                                     ref.beta.data(), ref.rmean.data(), ref.rvar.data(), rows, C, o,
+                                     invstd.data());
+        batch_norm_forward_inference(eval_bf.data(), poisoned.data(), ref.gamma.data(),
+                                     ref.beta.data(), ref.rmean.data(), ref.rvar.data(), rows, C,
+                                     ob, invstd.data());
+        CHECK(mismatches(eval_bf, eval) == 0);
+      }
 }

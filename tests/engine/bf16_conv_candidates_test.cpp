@@ -120,11 +120,14 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("bf16 model: the residual stream in bf16 changes the step and is switched off by name",
-          "[bf16][model]") {
-  // Block outputs kept in bf16 are a numerics change (the adds read rounded shortcuts): the step
-  // differs from the fp32 stream's, by about bf16's rounding (the PyTorch comparison bounds the
-  // whole model: bf16_torch_compare_test.cpp); off gives back the fp32 stream's bits.
+TEST_CASE(
+    "bf16 model: the residual stream and conv outputs in bf16 change the step, switched off "
+    "by name",
+    "[bf16][model]") {
+  // Block outputs kept in bf16 are a numerics change (the adds read rounded shortcuts), and so
+  // are conv outputs kept in bf16 (the batch norms read them rounded): each changes the step by
+  // about bf16's rounding (the PyTorch comparison bounds the whole model:
+  // bf16_torch_compare_test.cpp); off gives back the bits of the step without it.
   nostrum::model::ModelConfig config;
   config.name = "resnet8";
   config.num_classes = 10;
@@ -134,6 +137,7 @@ TEST_CASE("bf16 model: the residual stream in bf16 changes the step and is switc
   m->build(4, 28, 28);
   m->init(3);
   testing::use_conv_kernels(*m, "onednn_bf16");
+  CHECK(m->bf16_conv_outputs() == 9);  // every conv of resnet8 writes bf16 on oneDNN
   const auto images = testing::random_vector(size_t(4) * 28 * 28, 4);
   const std::vector<int32_t> labels = {1, 7, 3, 9};
   const std::vector<float> buffers(m->buffer_data(), m->buffer_data() + m->buffer_count());
@@ -146,27 +150,43 @@ TEST_CASE("bf16 model: the residual stream in bf16 changes the step and is switc
     out.insert(out.end(), m->gradient_data(), m->gradient_data() + m->parameter_count());
     return out;
   };
-  m->set_bf16_block_outputs(false);
-  const std::vector<float> fp32_stream = step();
-  m->set_bf16_block_outputs(true);
-  REQUIRE(m->bf16_block_outputs() == 2);
-  const std::vector<float> bf16_stream = step();
-  m->set_bf16_block_outputs(false);
-  const std::vector<float> fp32_again = step();
-  REQUIRE(bf16_stream.size() == fp32_stream.size());
-  size_t differ = 0, again = 0;
-  double diff2 = 0.0, ref2 = 0.0;
-  for (size_t i = 0; i < fp32_stream.size(); ++i) {
-    differ += bf16_stream[i] != fp32_stream[i];
-    again += fp32_again[i] != fp32_stream[i];
-    diff2 += double(bf16_stream[i] - fp32_stream[i]) * (bf16_stream[i] - fp32_stream[i]);
-    ref2 += double(fp32_stream[i]) * fp32_stream[i];
-  }
-  CHECK(differ > fp32_stream.size() / 2);
-  CHECK(again == 0);
-  // The logits and gradients together move by a bf16-sized amount (0.036 on the Zen 4), not O(1).
-  WARN("relative change of logits and gradients " << std::sqrt(diff2 / ref2));
-  CHECK(std::sqrt(diff2 / ref2) < 0.125);  // 2^-3, as bf16_torch_compare_test.cpp bounds logits
+  const auto compare = [&](const char* what, const auto& set, int expect_count, const auto& count) {
+    INFO(what);
+    set(false);
+    CHECK(count() == 0);
+    const std::vector<float> without = step();
+    set(true);
+    REQUIRE(count() == expect_count);
+    const std::vector<float> with = step();
+    set(false);
+    const std::vector<float> again = step();
+    REQUIRE(with.size() == without.size());
+    size_t differ = 0, same_again = 0;
+    double diff2 = 0.0, ref2 = 0.0;
+    for (size_t i = 0; i < without.size(); ++i) {
+      differ += with[i] != without[i];
+      same_again += again[i] == without[i];
+      diff2 += double(with[i] - without[i]) * (with[i] - without[i]);
+      ref2 += double(without[i]) * without[i];
+    }
+    CHECK(differ > without.size() / 2);
+    CHECK(same_again == without.size());
+    // The logits and gradients together move by a bf16-sized amount (0.036 for the block
+    // outputs on the Zen 4), not O(1).
+    WARN(what << ": relative change of logits and gradients " << std::sqrt(diff2 / ref2));
+    CHECK(std::sqrt(diff2 / ref2) < 0.125);  // 2^-3, as bf16_torch_compare_test.cpp bounds logits
+    set(true);
+  };
+  compare(
+      "block outputs", [&](bool on) { m->set_bf16_block_outputs(on); }, 2,
+      [&] { return m->bf16_block_outputs(); });
+  compare(
+      "conv outputs", [&](bool on) { m->set_bf16_conv_outputs(on); }, 9,
+      [&] { return m->bf16_conv_outputs(); });
+  // nostrum's own bf16 GEMM writes fp32: its convs keep fp32 outputs.
+  testing::use_conv_kernels(*m, "gemm_bf16");
+  CHECK(m->bf16_conv_outputs() == 0);
+  CHECK(m->bf16_block_outputs() == 2);
 }
 
 TEST_CASE("the measurement times a kernel on the bf16 operands the model hands it",
@@ -189,7 +209,7 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
   for (ConvPass pass : kernels::kConvPasses)
     for (bool handed : {false, true}) {
       INFO(kernels::conv_pass_name(pass) << " handed over " << handed);
-      kernels::ConvPassShape shape{g, pass, handed, handed};
+      kernels::ConvPassShape shape{g, pass, handed, handed, handed && pass == ConvPass::kForward};
       const auto bf16_kernel = onednn_bf16->prepare(g, pass, Precision::kBf16);
       const kernels::ConvCall c = kernels::measurement_call(shape, Precision::kBf16, *bf16_kernel,
                                                             buffers, bf16_kernel->scratch_floats());
@@ -199,6 +219,9 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
       CHECK((c.in != nullptr) == (!handed && in_read));
       CHECK((c.d_out_bf16 != nullptr) == (handed && d_out_read));
       CHECK((c.d_out != nullptr) == (!handed && d_out_read));
+      const bool forward = pass == ConvPass::kForward;
+      CHECK((c.out_bf16 != nullptr) == (handed && forward));  // kept in bf16 for the batch norm
+      CHECK((c.out != nullptr) == (!handed && forward));
       // The bf16 operands are the fp32 ones rounded.
       const int first = 0, second = 1;
       if (c.in_bf16)
@@ -215,6 +238,7 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
                                                             buffers, fp32_kernel->scratch_floats());
       CHECK(f.in_bf16 == nullptr);
       CHECK(f.d_out_bf16 == nullptr);
+      CHECK(f.out_bf16 == nullptr);
       const auto fp32_run = onednn_bf16->prepare(g, pass, Precision::kFp32);
       CHECK(kernels::measurement_call(shape, Precision::kFp32, *fp32_run, buffers,
                                       fp32_run->scratch_floats())
@@ -246,6 +270,9 @@ TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][
   const auto stem = find(64, 3, 64, 7, 2, wgt);
   CHECK(!stem.bf16_in);
   CHECK(stem.bf16_d_out);
+  CHECK(!stem.bf16_out);                       // a weight gradient has no output
+  CHECK(find(64, 3, 64, 7, 2, fwd).bf16_out);  // every conv's forward: a batch norm follows
+  CHECK(find(8, 128, 512, 1, 1, fwd).bf16_out);
   const auto layer1_conv1 = find(16, 64, 64, 1, 1, fwd);  // layer1.0.conv1: the max-pool's output
   CHECK(!layer1_conv1.bf16_in);
   CHECK(!find(16, 64, 256, 1, 1, wgt).bf16_in);  // layer1.0.downsample with the conv3s
@@ -256,16 +283,20 @@ TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][
   const auto fc = find(1, 2048, 10, 1, 1, wgt);
   CHECK(!fc.bf16_in);
   CHECK(!fc.bf16_d_out);
+  CHECK(!find(1, 2048, 10, 1, 1, fwd).bf16_out);  // the logits stay fp32
   // Off: nothing handed over, nothing measured so.
   m->set_bf16_handover(false);
   m->set_bf16_block_outputs(false);
+  m->set_bf16_conv_outputs(false);
   for (const kernels::ConvPassShape& s : m->conv_pass_shapes()) {
     CHECK(!s.bf16_in);
     CHECK(!s.bf16_d_out);
+    CHECK(!s.bf16_out);
   }
   // An fp32 model hands nothing over.
   config.precision = Precision::kFp32;
   auto f = nostrum::model::Model::create(config);
   f->build(2, 64, 64);
-  for (const kernels::ConvPassShape& s : f->conv_pass_shapes()) CHECK(!(s.bf16_in || s.bf16_d_out));
+  for (const kernels::ConvPassShape& s : f->conv_pass_shapes())
+    CHECK(!(s.bf16_in || s.bf16_d_out || s.bf16_out));
 }

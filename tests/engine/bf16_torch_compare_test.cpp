@@ -40,6 +40,7 @@ struct Step {
   std::vector<std::string> names;
   int fp32_passes = 0;  // conv/classifier passes on an fp32 kernel (a bf16 run may measure them in)
   int block_outputs = 0;  // residual blocks whose output is kept in bf16 (the bf16 residual stream)
+  int conv_outputs = 0;   // convs whose output is kept in bf16 for the batch norm after them
 };
 
 // One training step of a model with these weights in `precision`.
@@ -59,6 +60,7 @@ Step nostrum_step(const Case& c, const std::string& weights, kernels::Precision 
   for (const kernels::ConvChoice& row : m->conv_kernels().rows)
     s.fp32_passes += !kernels::find_conv_candidate(row.chosen)->supports(kernels::Precision::kBf16);
   s.block_outputs = m->bf16_block_outputs();
+  s.conv_outputs = m->bf16_conv_outputs();
   const float* logits = m->forward(images.data(), c.batch, true);
   s.logits.assign(logits, logits + size_t(c.batch) * c.classes);
   s.loss = m->loss(labels.data(), 0.1f, 1.0f / c.batch);
@@ -173,7 +175,7 @@ void compare(const Case& c) {
       if (e > torch_grad) torch_grad = e, w_torch = name;
     }
     WARN(c.name << " (" << bf16.fp32_passes << " passes on fp32 kernels, " << bf16.block_outputs
-                << " block outputs in bf16)"
+                << " block outputs and " << bf16.conv_outputs << " conv outputs in bf16)"
                 << " bf16 relative errors against fp32: logits nostrum " << ours_logits
                 << " (vs PyTorch fp32 " << ours_vs_torch32 << ") PyTorch autocast " << torch_logits
                 << "; loss nostrum " << ours_loss << " PyTorch " << torch_loss

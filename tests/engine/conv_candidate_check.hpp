@@ -220,6 +220,20 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
         INFO(what << ": bf16 input");
         REQUIRE(from_bf16 == result);
       }
+      if (kernel->writes_bf16_out()) {
+        // The output kept in bf16: the fp32 output rounded to nearest even.
+        REQUIRE(pass == ConvPass::kForward);
+        std::vector<uint16_t> words(result.size(), 0xFFFF);
+        kernels::ConvCall bf16_call = call;
+        bf16_call.out = nullptr;
+        bf16_call.out_bf16 = words.data();
+        kernel->run(bf16_call);
+        size_t differ = 0;
+        for (size_t i = 0; i < words.size(); ++i)
+          differ += words[i] != kernels::fp32_to_bf16(result[i]);
+        INFO(what << ": bf16 output");
+        REQUIRE(differ == 0);
+      }
       if (kernel->takes_bf16_d_out()) {
         // The output gradient handed over in bf16: the same bits as rounding it in the pass.
         REQUIRE(pass != ConvPass::kForward);

@@ -36,6 +36,7 @@ struct Options {
   bool verbose = false;                            // the conv kernel table on stderr
   std::string bf16_handover = "on";       // on | off | ab (Model::set_bf16_handover, alternated)
   std::string bf16_block_outputs = "on";  // on | off | ab (Model::set_bf16_block_outputs)
+  std::string bf16_conv_outputs = "on";   // on | off | ab (Model::set_bf16_conv_outputs)
 };
 
 const char* kUsage =
@@ -43,7 +44,7 @@ const char* kUsage =
     "                     [--classes K] [--layers] [--precision fp32|bf16|auto]\n"
     "                     [--conv-kernel measure|cached|fixed|NAME] [--conv-cache FILE|none]\n"
     "                     [--verbose] [--bf16-handover on|off|ab]\n"
-    "                     [--bf16-block-outputs on|off|ab]\n"
+    "                     [--bf16-block-outputs on|off|ab] [--bf16-conv-outputs on|off|ab]\n"
     "  Times K training steps (forward, loss, backward, SGD-momentum update) after W warm-up\n"
     "  steps on synthetic data; images_per_second is batch / median step time. --classes defaults\n"
     "  to 1000 for the ImageNet ResNets and 10 for the CIFAR-style ones. --precision bf16: convs\n"
@@ -57,7 +58,10 @@ const char* kUsage =
     "  step in this process and adds images_per_second_handover_off (an A/B on a busy host).\n"
     "  --bf16-block-outputs: the residual stream in bf16 (on, the default; it changes the values,\n"
     "  as PyTorch's autocast does) or fp32 (off); ab as above, adding\n"
-    "  images_per_second_block_outputs_off. One of the two switches at a time may be ab.\n";
+    "  images_per_second_block_outputs_off. --bf16-conv-outputs: the conv outputs that a bf16\n"
+    "  kernel writes in bf16 kept so for the batch norm after it (on, the default; a numerics\n"
+    "  change too) or fp32 (off); ab adds images_per_second_conv_outputs_off. One switch at a\n"
+    "  time may be ab.\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -110,6 +114,12 @@ Options parse(int argc, char** argv) {
                         o.bf16_block_outputs == "ab",
                     nostrum::OptionError, "'" + o.bf16_block_outputs + "' is not on, off or ab", a,
                     kUsage);
+    } else if (a == "--bf16-conv-outputs") {
+      o.bf16_conv_outputs = value();
+      NOSTRUM_CHECK(o.bf16_conv_outputs == "on" || o.bf16_conv_outputs == "off" ||
+                        o.bf16_conv_outputs == "ab",
+                    nostrum::OptionError, "'" + o.bf16_conv_outputs + "' is not on, off or ab", a,
+                    kUsage);
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--layers") {
@@ -123,11 +133,13 @@ Options parse(int argc, char** argv) {
   }
   NOSTRUM_CHECK(o.batch > 0 && o.steps > 0, nostrum::OptionError,
                 "--batch and --steps must be positive", "options", kUsage);
-  const bool ab = o.bf16_handover == "ab" || o.bf16_block_outputs == "ab";
-  NOSTRUM_CHECK(!(o.layers && ab), nostrum::OptionError,
+  const int abs =
+      (o.bf16_handover == "ab") + (o.bf16_block_outputs == "ab") + (o.bf16_conv_outputs == "ab");
+  NOSTRUM_CHECK(!(o.layers && abs > 0), nostrum::OptionError,
                 "--layers profiles one configuration: not with an ab switch", "--layers", kUsage);
-  NOSTRUM_CHECK(!(o.bf16_handover == "ab" && o.bf16_block_outputs == "ab"), nostrum::OptionError,
-                "one A/B at a time: --bf16-handover ab with --bf16-block-outputs ab",
+  NOSTRUM_CHECK(abs <= 1, nostrum::OptionError,
+                "one A/B at a time: more than one of --bf16-handover, --bf16-block-outputs and "
+                "--bf16-conv-outputs is ab",
                 "--bf16-block-outputs", kUsage);
   return o;
 }
@@ -239,19 +251,23 @@ int main(int argc, char** argv) try {
   std::vector<double> step_s, off_step_s;  // off: the hand-over's off steps of an ab run
   double loss = 0.0;
   // An ab switch: its name in the JSON and what it sets.
-  const bool ab_handover = opt.bf16_handover == "ab";
-  const bool ab = ab_handover || opt.bf16_block_outputs == "ab";
+  const char* ab_name = opt.bf16_handover == "ab"        ? "handover"
+                        : opt.bf16_block_outputs == "ab" ? "block_outputs"
+                        : opt.bf16_conv_outputs == "ab"  ? "conv_outputs"
+                                                         : nullptr;
+  const bool ab = ab_name != nullptr;
   const auto set_ab = [&](bool on) {
-    if (ab_handover)
-      model->set_bf16_handover(on);
-    else
-      model->set_bf16_block_outputs(on);
+    if (opt.bf16_handover == "ab") model->set_bf16_handover(on);
+    if (opt.bf16_block_outputs == "ab") model->set_bf16_block_outputs(on);
+    if (opt.bf16_conv_outputs == "ab") model->set_bf16_conv_outputs(on);
   };
   model->set_bf16_handover(opt.bf16_handover != "off");
   model->set_bf16_block_outputs(opt.bf16_block_outputs != "off");
+  model->set_bf16_conv_outputs(opt.bf16_conv_outputs != "off");
   const int handover_convs = model->bf16_gradient_convs();
   const int input_convs = model->bf16_input_convs();
   const int block_outputs = model->bf16_block_outputs();
+  const int conv_outputs = model->bf16_conv_outputs();
   for (int s = 0; s < opt.warmup + opt.steps * (ab ? 2 : 1); ++s) {
     if (s == opt.warmup && opt.layers) model->set_observer(&profile);
     const bool off_step = ab && s % 2 == 1;
@@ -270,7 +286,7 @@ int main(int argc, char** argv) try {
   const double median = median_of(step_s);
   std::string ab_json;
   if (ab)
-    ab_json = std::string(", \"images_per_second_") + (ab_handover ? "handover" : "block_outputs") +
+    ab_json = std::string(", \"images_per_second_") + ab_name +
               "_off\": " + std::to_string(opt.batch / median_of(off_step_s));
   if (opt.layers) {
     double mean = 0.0;
@@ -286,7 +302,8 @@ int main(int argc, char** argv) try {
       "\"precision\": \"%s\", \"max_isa\": \"%s\", \"dnnl_max_cpu_isa\": \"%s\", "
       "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
       "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f, "
-      "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d, \"bf16_block_outputs\": %d%s}\n",
+      "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d, \"bf16_block_outputs\": %d, "
+      "\"bf16_conv_outputs\": %d%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
@@ -294,7 +311,7 @@ int main(int argc, char** argv) try {
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
       table.rows.size(), measured, table.measure_seconds, handover_convs, input_convs,
-      block_outputs, ab_json.c_str());
+      block_outputs, conv_outputs, ab_json.c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

@@ -49,6 +49,9 @@ struct ConvCall {
   // batch norm before the conv wrote them so), given only to a kernel whose takes_bf16_in(); in is
   // then null.
   const uint16_t* in_bf16 = nullptr;
+  // Forward of a bf16 run only: the output written in bf16 here instead of to out (then null),
+  // given only to a kernel whose writes_bf16_out() (the batch norm after the conv reads it so).
+  uint16_t* out_bf16 = nullptr;
   // Shared working memory of at least PreparedConv::scratch_floats() floats (64-byte aligned),
   // shared by every conv layer: nothing in it survives from one call to the next.
   float* scratch = nullptr;
@@ -76,6 +79,10 @@ class PreparedConv {
   // reads the input only as bf16): the model then has the batch norm before the conv write its
   // output in bf16, once for both passes and for its own backward's ReLU mask.
   virtual bool takes_bf16_in() const { return false; }
+  // Whether run writes ConvCall::out_bf16 (a forward pass on bf16 operands whose sums can be
+  // stored rounded to bf16): the model then keeps the conv's output in bf16 for the batch norm
+  // after it (Model::set_bf16_conv_outputs), as PyTorch's autocast does.
+  virtual bool writes_bf16_out() const { return false; }
 };
 
 // A candidate: stateless, one instance in the registry, described by a stable name (in the

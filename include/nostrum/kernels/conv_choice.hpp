@@ -15,12 +15,13 @@ namespace nostrum::kernels {
 
 // One pass of one layer shape (g.N: the batch it runs at). In a bf16 run, bf16_in and bf16_d_out
 // say that the model hands every layer of this shape its input / output gradient in bf16 where the
-// pass's kernel takes it (Model::set_bf16_handover, set_bf16_block_outputs): the measurement then
-// times such a kernel on bf16 operands, as it will run.
+// pass's kernel takes it (Model::set_bf16_handover, set_bf16_block_outputs), and bf16_out (a
+// forward pass) that it keeps the output in bf16 where the kernel writes it so
+// (set_bf16_conv_outputs): the measurement then times such a kernel so, as it will run.
 struct ConvPassShape {
   ConvGeometry g;
   ConvPass pass = ConvPass::kForward;
-  bool bf16_in = false, bf16_d_out = false;
+  bool bf16_in = false, bf16_d_out = false, bf16_out = false;
 };
 // The same geometry and pass (the operand types aside: a layer's kernel is found by these).
 bool same_shape(const ConvPassShape& a, const ConvPassShape& b);

@@ -55,9 +55,13 @@ class OnednnConv {
 
   // kForward: out (N,P,Q,K) = conv(in (N,H,W,C), weight (K,C,R,S)).
   // bf16 only: in_bf16, when given, is the input already in bf16 (NHWC, as in would be rounded)
-  // and in is not read; forward and backward-weights take it.
+  // and in is not read; forward and backward-weights take it. out_bf16, when given (and
+  // writes_bf16_out()), receives the output in bf16 (the fp32 sums rounded to nearest even by
+  // oneDNN) and out is not written.
   void forward(float* out, const float* in, const float* weight, void* workspace,
-               const uint16_t* in_bf16 = nullptr);
+               const uint16_t* in_bf16 = nullptr, uint16_t* out_bf16 = nullptr);
+  // A bf16 forward that can write its output in bf16.
+  bool writes_bf16_out() const;
   // kBackwardData: d_in (N,H,W,C) = the input gradient from d_out (N,P,Q,K) and weight, or
   // d_in += it when accumulate (oneDNN 2.x has no sum post-op here: the gradient goes to the
   // workspace and is added).

@@ -32,6 +32,10 @@ struct BatchNormOptions {
   // the ReLU mask instead of out (a value below bf16's smallest subnormal rounds to 0 and masks
   // its gradient, as the bf16 conv input it became does).
   uint16_t* out_bf16 = nullptr;
+  // Forward and backward: the input in bf16 (kernels/bf16.hpp) in in's place (then unused): a conv
+  // output kept in bf16, widened a tile at a time (the same bits as an fp32 input holding the
+  // widened values).
+  const uint16_t* in_bf16 = nullptr;
   Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 

@@ -105,6 +105,12 @@ class Model {
   // head in fp32).
   void set_bf16_block_outputs(bool on);
   int bf16_block_outputs() const;
+  // bf16 runs keep a conv's output in bf16, as PyTorch's autocast does, where its forward kernel
+  // writes bf16 (PreparedConv::writes_bf16_out: oneDNN's bf16 primitive) and a batch norm reads
+  // it: the batch norm's statistics, normalisation and backward read the rounded values. A
+  // numerics change like the bf16 block outputs; on by default; bf16_conv_outputs() counts them.
+  void set_bf16_conv_outputs(bool on);
+  int bf16_conv_outputs() const;
 
   void set_norm_reducer(Reducer* reducer);     // sync-BN; nullptr = per-rank statistics
   void set_observer(LayerObserver* observer);  // nullptr = no timing

@@ -37,6 +37,7 @@ class PreparedOnednn final : public PreparedConv {
     first.N = chunk_images(g.N, 0);  // the largest chunk
     const OnednnConv& conv =
         convs_.emplace(first.N, OnednnConv(first, pass_, precision)).first->second;
+    writes_bf16_out_ = conv.writes_bf16_out();
     // A chunked weight gradient sums its chunks' gradients through a buffer after the workspace.
     partial_floats_ =
         chunks_ > 1 && pass == ConvPass::kBackwardWeights ? Arena::padded(weight_floats()) : 0;
@@ -50,6 +51,7 @@ class PreparedOnednn final : public PreparedConv {
   bool takes_bf16_in() const override {
     return precision_ == Precision::kBf16 && pass_ != ConvPass::kBackwardData;
   }
+  bool writes_bf16_out() const override { return writes_bf16_out_; }
   int chunks() const { return chunks_; }
   void run(const ConvCall& c) override {
     // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
@@ -61,8 +63,9 @@ class PreparedOnednn final : public PreparedConv {
       OnednnConv& conv = at(n);
       switch (pass_) {
         case ConvPass::kForward:
-          conv.forward(c.out + n0 * out_image, offset(c.in, n0 * in_image), c.weight, c.scratch,
-                       offset(c.in_bf16, n0 * in_image));
+          conv.forward(offset(c.out, n0 * out_image), offset(c.in, n0 * in_image), c.weight,
+                       c.scratch, offset(c.in_bf16, n0 * in_image),
+                       offset(c.out_bf16, n0 * out_image));
           break;
         case ConvPass::kBackwardData:
           conv.backward_data(c.d_in + n0 * in_image, offset(c.d_out, n0 * out_image), c.weight,
@@ -84,7 +87,7 @@ class PreparedOnednn final : public PreparedConv {
   size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
   // p + n, null staying null (an operand comes as fp32 or as bf16, not both).
   template <class T>
-  static const T* offset(const T* p, size_t n) {
+  static T* offset(T* p, size_t n) {
     return p ? p + n : nullptr;
   }
   // Images of chunk i when N images go in `chunks` chunks: N / chunks, the first N % chunks one
@@ -106,6 +109,7 @@ class PreparedOnednn final : public PreparedConv {
   ConvPass pass_;
   Precision precision_;
   int chunks_ = 1;
+  bool writes_bf16_out_ = false;
   size_t conv_floats_ = 0, partial_floats_ = 0, scratch_floats_ = 0;
   std::map<int, OnednnConv> convs_;
 };

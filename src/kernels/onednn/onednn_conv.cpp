@@ -146,6 +146,14 @@ struct OnednnConv::Impl {
   int threads = 0;  // the pool size the primitives were created for
 
   dnnl::primitive conv;
+  // bf16 forward: the same convolution writing its output in bf16 (on the same weight layout), for
+  // an output the caller keeps in bf16; absent where oneDNN has none.
+  dnnl::primitive conv_bf16_out;
+  memory out_bf16_user;
+  // Its weights: the fp32-destination primitive's (shared), the caller's (plain), or its own
+  // reorder into weights_bf16_out.
+  std::optional<Reorder> weight_in_bf16_out;
+  bool bf16_out_weights_plain = false;
   std::string implementation;
   // nostrum's layouts, fp32: the input side (N,C,H,W as NHWC), the output side (N,K,P,Q as NHWC),
   // the weights (K,C,R,S).
@@ -162,7 +170,7 @@ struct OnednnConv::Impl {
     memory m;
     size_t offset = 0;
   };
-  Region weights, activation, gradient, weight_gradient, sum, scratchpad;
+  Region weights, activation, gradient, weight_gradient, sum, scratchpad, weights_bf16_out;
   // Backward-data accumulating: oneDNN 2.x has no sum post-op there, so the gradient of a chunk of
   // `chunk` images goes to `sum` and is added into d_in, chunk by chunk (NHWC: a chunk of images
   // is contiguous). chunk == N: the whole batch at once, on the pass's own primitive; otherwise
@@ -179,7 +187,7 @@ struct OnednnConv::Impl {
   // changes what these pass): a call allocates nothing.
   using Args = std::unordered_map<int, memory>;
   Args conv_args, accumulate_args, chunk_args, weight_in_args, activation_in_args, gradient_in_args,
-      weight_gradient_out_args;
+      weight_gradient_out_args, conv_bf16_out_args, weight_in_bf16_out_args;
 
   void make_args();
 
@@ -197,7 +205,8 @@ struct OnednnConv::Impl {
     char* base = static_cast<char*>(own_workspace.bytes() ? own_workspace.data() : given);
     NOSTRUM_CHECK(base != nullptr || workspace == 0, Error,
                   "oneDNN conv called without its workspace", describe(g));
-    for (Region* r : {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad})
+    for (Region* r :
+         {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad, &weights_bf16_out})
       if (r->m) r->m.set_data_handle(base + r->offset);
   }
   static void run(const std::optional<Reorder>& r, const Args& args) {
@@ -247,7 +256,10 @@ void OnednnConv::Impl::build() {
   const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, attr, cpu_engine());
   size_t scratch = 0;
   weight_in.reset(), activation_in.reset(), gradient_in.reset(), weight_gradient_out.reset();
-  weights = activation = gradient = weight_gradient = sum = scratchpad = Region();
+  weight_in_bf16_out.reset();
+  bf16_out_weights_plain = false;
+  weights = activation = gradient = weight_gradient = sum = scratchpad = weights_bf16_out =
+      Region();
   workspace = 0;
 
   // The weights in the primitive's layout; the reorder from (K,C,R,S) fp32 runs on every call
@@ -274,6 +286,31 @@ void OnednnConv::Impl::build() {
       scratch = std::max(scratch, forward_pd.scratchpad_desc().get_size());
       prepare_weights(forward_pd.weights_desc());
       prepare_rounded(in_md, forward_pd.src_desc(), activation_in, activation);
+      conv_bf16_out = dnnl::primitive();
+      if (precision == Precision::kBf16) {
+        try {
+          // Its own weight layout: on the fp32 destination's, oneDNN 2.6 has only its reference
+          // code for some shapes (ResNet-50 224's 1x1 1024->512 at 14x14, 8,000x slower).
+          const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, algorithm,
+                                                     in_op, weight_any, out_op, strides, pad_l,
+                                                     pad_r);
+          const dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+          if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
+            conv_bf16_out = dnnl::convolution_forward(pd);
+            scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+            out_bf16_user = memory(out_op, cpu_engine(), DNNL_MEMORY_NONE);
+            const memory::desc& w = pd.weights_desc();
+            if (w != forward_pd.weights_desc() && w != weight_md) {
+              weight_in_bf16_out = make_reorder(weight_md, w);
+              weights_bf16_out = region(w);
+              scratch = std::max(scratch, weight_in_bf16_out->scratch_bytes);
+            }
+            bf16_out_weights_plain = w == weight_md;
+          }
+        } catch (const dnnl::error&) {
+          conv_bf16_out = dnnl::primitive();  // fp32 outputs only
+        }
+      }
       break;
     }
     case ConvPass::kBackwardData: {
@@ -354,7 +391,7 @@ void OnednnConv::Impl::make_args() {
   const memory& w = weight_in ? weights.m : weight_user;
   weight_in_args = weight_in ? reorder_args(weight_user, weights.m) : Args{};
   conv_args = accumulate_args = chunk_args = activation_in_args = gradient_in_args =
-      weight_gradient_out_args = Args{};
+      weight_gradient_out_args = conv_bf16_out_args = weight_in_bf16_out_args = Args{};
   switch (pass) {
     case ConvPass::kForward:
       if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
@@ -362,6 +399,16 @@ void OnednnConv::Impl::make_args() {
                    {DNNL_ARG_WEIGHTS, w},
                    {DNNL_ARG_DST, out_user},
                    {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
+      if (conv_bf16_out) {
+        conv_bf16_out_args = conv_args;
+        conv_bf16_out_args[DNNL_ARG_DST] = out_bf16_user;
+        if (weight_in_bf16_out) {
+          weight_in_bf16_out_args = reorder_args(weight_user, weights_bf16_out.m);
+          conv_bf16_out_args[DNNL_ARG_WEIGHTS] = weights_bf16_out.m;
+        } else if (bf16_out_weights_plain) {
+          conv_bf16_out_args[DNNL_ARG_WEIGHTS] = weight_user;
+        }
+      }
       break;
     case ConvPass::kBackwardData: {
       if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
@@ -430,15 +477,31 @@ void require_pass(ConvPass have, ConvPass want, const char* call, const ConvGeom
 }  // namespace
 
 void OnednnConv::forward(float* out, const float* in, const float* weight, void* workspace,
-                         const uint16_t* in_bf16) {
+                         const uint16_t* in_bf16, uint16_t* out_bf16) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kForward, "forward", m.g);
+  NOSTRUM_CHECK(!out_bf16 || m.conv_bf16_out, Error,
+                "oneDNN conv: a bf16 output from a primitive without one", describe(m.g));
   m.attach(workspace);
   Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
-  Impl::run(m.weight_in, m.weight_in_args);
+  if (out_bf16) m.out_bf16_user.set_data_handle(out_bf16);
+  // The weights in the layout of the primitive that runs.
+  if (!out_bf16)
+    Impl::run(m.weight_in, m.weight_in_args);
+  else if (m.weight_in_bf16_out)
+    Impl::run(m.weight_in_bf16_out, m.weight_in_bf16_out_args);
+  else if (!m.bf16_out_weights_plain)
+    Impl::run(m.weight_in, m.weight_in_args);
   m.take_input(in_bf16);
-  m.conv.execute(cpu_stream(), m.conv_args);
+  if (out_bf16)
+    m.conv_bf16_out.execute(cpu_stream(), m.conv_bf16_out_args);
+  else
+    m.conv.execute(cpu_stream(), m.conv_args);
   cpu_stream().wait();
+}
+
+bool OnednnConv::writes_bf16_out() const {
+  return bool(impl_->conv_bf16_out);
 }
 
 void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
