@@ -67,6 +67,20 @@ class TwinReducer final : public Reducer {
   int group_size() const override { return 2; }
 };
 
+// values rounded to bf16 words, and those words widened back: a bf16 tensor and the fp32 one
+// holding the same values.
+struct Rounded {
+  std::vector<uint16_t> words;
+  std::vector<float> widened;
+  explicit Rounded(const std::vector<float>& values)
+      : words(values.size()), widened(values.size()) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      words[i] = kernels::fp32_to_bf16(values[i]);
+      widened[i] = kernels::bf16_to_fp32(words[i]);
+    }
+  }
+};
+
 struct Bn {
   int64_t rows;
   int C;
@@ -362,13 +376,9 @@ TEST_CASE("batch norm adds a bf16 residual as its widened fp32 values", "[engine
       const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
       INFO("C " << C << " relu " << relu);
       const auto x = random_vector(rows * C, 31);
-      const auto z = random_vector(rows * C, 32, -3.0f, 3.0f);
-      std::vector<uint16_t> z_bf16(rows * C);
-      std::vector<float> z_widened(rows * C);
-      for (int64_t i = 0; i < rows * C; ++i) {
-        z_bf16[i] = kernels::fp32_to_bf16(z[i]);
-        z_widened[i] = kernels::bf16_to_fp32(z_bf16[i]);
-      }
+      const Rounded z(random_vector(rows * C, 32, -3.0f, 3.0f));
+      const std::vector<float>& z_widened = z.widened;
+      const std::vector<uint16_t>& z_bf16 = z.words;
       BatchNormOptions o;
       o.fuse_relu = relu;
       o.residual = z_widened.data();
@@ -417,14 +427,10 @@ TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][
       for (bool synced : {false, true}) {
         const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
         INFO("C " << C << " relu " << relu << " synced " << synced);
-        const auto x = random_vector(rows * C, 41, -2.0f, 3.0f);
+        const Rounded x(random_vector(rows * C, 41, -2.0f, 3.0f));
+        const std::vector<float>& x_widened = x.widened;
+        const std::vector<uint16_t>& x_bf16 = x.words;
         const auto dy = random_vector(rows * C, 42, -1e4f, 1e4f);
-        std::vector<uint16_t> x_bf16(rows * C);
-        std::vector<float> x_widened(rows * C);
-        for (int64_t i = 0; i < rows * C; ++i) {
-          x_bf16[i] = kernels::fp32_to_bf16(x[i]);
-          x_widened[i] = kernels::bf16_to_fp32(x_bf16[i]);
-        }
         TwinReducer twin;
         BatchNormOptions o;
         o.fuse_relu = relu;
@@ -450,13 +456,10 @@ TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][
         CHECK(mismatches(bf.dgamma, ref.dgamma) == 0);
         CHECK(mismatches(bf.dbeta, ref.dbeta) == 0);
         // With every other bf16 tensor too: output, input gradient, residual.
-        const auto z = random_vector(rows * C, 44);
-        std::vector<uint16_t> z_bf16(rows * C), y(rows * C);
-        std::vector<float> z_widened(rows * C);
-        for (int64_t i = 0; i < rows * C; ++i) {
-          z_bf16[i] = kernels::fp32_to_bf16(z[i]);
-          z_widened[i] = kernels::bf16_to_fp32(z_bf16[i]);
-        }
+        const Rounded z(random_vector(rows * C, 44));
+        const std::vector<float>& z_widened = z.widened;
+        const std::vector<uint16_t>& z_bf16 = z.words;
+        std::vector<uint16_t> y(rows * C);
         BatchNormOptions oz = o;
         oz.residual = z_widened.data();
         Bn refz(rows, C, 45), all(rows, C, 45);

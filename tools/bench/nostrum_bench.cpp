@@ -80,6 +80,11 @@ Options parse(int argc, char** argv) {
       }
       throw nostrum::OptionError("'" + v + "' is not a non-negative integer", a, kUsage);
     };
+    auto on_off_ab = [&](const std::string& v) {
+      NOSTRUM_CHECK(v == "on" || v == "off" || v == "ab", nostrum::OptionError,
+                    "'" + v + "' is not on, off or ab", a, kUsage);
+      return v;
+    };
     if (a == "--model") {
       o.model = value();
     } else if (a == "--image") {
@@ -104,22 +109,11 @@ Options parse(int argc, char** argv) {
     } else if (a == "--conv-cache") {
       o.conv_cache = value();
     } else if (a == "--bf16-handover") {
-      o.bf16_handover = value();
-      NOSTRUM_CHECK(o.bf16_handover == "on" || o.bf16_handover == "off" || o.bf16_handover == "ab",
-                    nostrum::OptionError, "'" + o.bf16_handover + "' is not on, off or ab", a,
-                    kUsage);
+      o.bf16_handover = on_off_ab(value());
     } else if (a == "--bf16-block-outputs") {
-      o.bf16_block_outputs = value();
-      NOSTRUM_CHECK(o.bf16_block_outputs == "on" || o.bf16_block_outputs == "off" ||
-                        o.bf16_block_outputs == "ab",
-                    nostrum::OptionError, "'" + o.bf16_block_outputs + "' is not on, off or ab", a,
-                    kUsage);
+      o.bf16_block_outputs = on_off_ab(value());
     } else if (a == "--bf16-conv-outputs") {
-      o.bf16_conv_outputs = value();
-      NOSTRUM_CHECK(o.bf16_conv_outputs == "on" || o.bf16_conv_outputs == "off" ||
-                        o.bf16_conv_outputs == "ab",
-                    nostrum::OptionError, "'" + o.bf16_conv_outputs + "' is not on, off or ab", a,
-                    kUsage);
+      o.bf16_conv_outputs = on_off_ab(value());
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--layers") {
