@@ -621,7 +621,7 @@ struct Model::Impl {
   bool bf16_conv_outputs = true;          // set_bf16_conv_outputs
   // Sets Layer::bf16_gradient on every conv and the batch norm after it, and bf16_output /
   // bf16_input on a residual path's inner batch norms and the convs after them (see there); then
-  // link_bf16_block_outputs.
+  // link_bf16_block_outputs and link_bf16_conv_outputs.
   void link_bf16_handover(kernels::Precision precision);
   // Sets bf16_output on each residual block's last batch norm whose output the next residual
   // block reads in bf16 (its first conv and downsample conv take bf16 inputs; an identity
