@@ -258,20 +258,37 @@ float* tile_floats(int which, int64_t rows, int C) {
   return tile.data();
 }
 
-// fn(x, first_row, n) over rows [r0, r1) of the input: in itself, or in_bf16 widened a tile of
-// whole `multiple`-row blocks at a time (counted from r0, so that row kernels summing blocks of
+// An operand the row kernels read as fp32: the fp32 tensor itself (or none), or a bf16 one
+// widened a tile at a time into the calling thread's tile `which`.
+class TiledInput {
+ public:
+  TiledInput(const float* fp32, const uint16_t* bf16, int which, int64_t step, int C)
+      : fp32_(fp32), bf16_(bf16), tile_(bf16 ? tile_floats(which, step, C) : nullptr), C_(C) {}
+  // Rows [r, r + n) as fp32 (null for no operand).
+  const float* rows(int64_t r, int64_t n) const {
+    if (!bf16_) return fp32_ ? fp32_ + r * C_ : nullptr;
+    kernels::convert_from_bf16(tile_, bf16_ + r * C_, n * C_);
+    return tile_;
+  }
+
+ private:
+  const float* fp32_;
+  const uint16_t* bf16_;
+  float* tile_;
+  int C_;
+};
+
+// fn(x, n) over rows [r0, r1) of the input: in itself, or in_bf16 widened a tile of whole
+// `multiple`-row blocks at a time (counted from r0, so that row kernels summing blocks of
 // kBlockRows rows give the bits of one call over the range).
 template <typename Fn>
 void for_input_rows(const float* in, const uint16_t* in_bf16, int64_t r0, int64_t r1, int C,
                     int64_t multiple, Fn&& fn) {
-  if (r1 <= r0) return;
-  if (!in_bf16) return fn(in + r0 * C, r0, r1 - r0);
-  const int64_t step = tile_rows(C, multiple);
-  float* x = tile_floats(2, step, C);
+  const int64_t step = in_bf16 ? tile_rows(C, multiple) : std::max<int64_t>(1, r1 - r0);
+  const TiledInput x(in, in_bf16, 2, step, C);
   for (int64_t r = r0; r < r1; r += step) {
     const int64_t n = std::min(step, r1 - r);
-    kernels::convert_from_bf16(x, in_bf16 + r * C, n * C);
-    fn(x, r, n);
+    fn(x.rows(r, n), n);
   }
 }
 
@@ -289,11 +306,10 @@ void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const 
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     if (r1 > r0) {
       for_input_rows(in, in_bf16, r0, r1, C, kBlockRows,
-                     [&](const float* x, int64_t, int64_t n) { sum_rows(mean, x, n, C); });
+                     [&](const float* x, int64_t n) { sum_rows(mean, x, n, C); });
       for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
-      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows, [&](const float* x, int64_t, int64_t n) {
-        squared_deviation_rows(m2, x, mean, n, C);
-      });
+      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows,
+                     [&](const float* x, int64_t n) { squared_deviation_rows(m2, x, mean, n, C); });
     }
   }
 }
@@ -332,7 +348,7 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   const uint16_t* in_bf16 = options.in_bf16;
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
     for_input_rows(in, in_bf16, r, r + count, C, kBlockRows,
-                   [&](const float* x, int64_t, int64_t n) { sum_rows(acc, x, n, C); });
+                   [&](const float* x, int64_t n) { sum_rows(acc, x, n, C); });
   });
   total[C] = static_cast<double>(rows);
   options.reducer->sum(total, C + 1);
@@ -340,10 +356,9 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   check_rows(count, C);
   for (int c = 0; c < C; ++c) s.save_mean[c] = static_cast<float>(total[c] / count);
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows,
-                   [&](const float* x, int64_t, int64_t n) {
-                     squared_deviation_rows(acc, x, s.save_mean, n, C);
-                   });
+    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows, [&](const float* x, int64_t n) {
+      squared_deviation_rows(acc, x, s.save_mean, n, C);
+    });
   });
   options.reducer->sum(total, C);
   for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
@@ -359,15 +374,11 @@ void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const ui
     return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
   const int64_t step = tile_rows(C, 1);
   float* tile = out_bf16 ? tile_floats(0, step, C) : nullptr;
-  float* z_tile = residual_bf16 ? tile_floats(1, step, C) : nullptr;
-  float* x_tile = in_bf16 ? tile_floats(2, step, C) : nullptr;
+  const TiledInput z(residual, residual_bf16, 1, step, C), x(in, in_bf16, 2, step, C);
   for (int64_t r = 0; r < rows; r += step) {
     const int64_t n = std::min(step, rows - r);
-    if (z_tile) kernels::convert_from_bf16(z_tile, residual_bf16 + r * C, n * C);
-    if (x_tile) kernels::convert_from_bf16(x_tile, in_bf16 + r * C, n * C);
-    const float* z = z_tile ? z_tile : residual ? residual + r * C : nullptr;
-    normalize_rows(tile ? tile : out + r * C, x_tile ? x_tile : in + r * C, z, mean, invstd, gamma,
-                   beta, n, C, relu);
+    normalize_rows(tile ? tile : out + r * C, x.rows(r, n), z.rows(r, n), mean, invstd, gamma, beta,
+                   n, C, relu);
     if (tile) kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
   }
 }
@@ -455,9 +466,12 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch) {
+  // The ReLU mask's forward output (fp32, or bf16 where kept so; none without the ReLU) and the
+  // forward input (fp32, or bf16 where kept so).
   const bool relu = options.fuse_relu;
-  const uint16_t* y_bf16 = options.out_bf16;    // the forward output in bf16, for the mask
-  const uint16_t* x_bf16 = options.in_bf16;     // the forward input in bf16
+  const float* y_fp32 = relu ? out : nullptr;
+  const uint16_t* y_bf16 = relu ? options.out_bf16 : nullptr;
+  const uint16_t* x_bf16 = options.in_bf16;
   double* partial_dy = scratch;                 // (kChunks, C)
   double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
@@ -471,20 +485,12 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     // A bf16 output or input is widened a tile at a time (whole 16-row blocks per tile, so the
     // float partials are those of one call); otherwise the chunk is one call.
-    const bool y_tiled = relu && y_bf16;
-    const bool tiled = y_tiled || x_bf16;
-    const int64_t step = tiled ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
-    float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
-    float* x_tile = x_bf16 ? tile_floats(2, step, C) : nullptr;
+    const int64_t step =
+        y_bf16 || x_bf16 ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
+    const TiledInput x(in, x_bf16, 2, step, C), y(y_fp32, y_bf16, 1, step, C);
     for (int64_t r = r0; r < r1; r += step) {
       const int64_t n = std::min(step, r1 - r);
-      if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
-      if (x_tile) kernels::convert_from_bf16(x_tile, x_bf16 + r * C, n * C);
-      backward_sum_rows(a, b, d_out + r * C, x_tile ? x_tile : in + r * C,
-                        y_tiled ? y_tile
-                        : relu  ? out + r * C
-                                : nullptr,
-                        save_mean, n, C);
+      backward_sum_rows(a, b, d_out + r * C, x.rows(r, n), y.rows(r, n), save_mean, n, C);
     }
   }
 #pragma omp parallel for schedule(static)
@@ -523,19 +529,14 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     // With a bf16 tensor, a few rows at a time through the L1 tiles (the bf16 output widened into
     // one, the result computed into the other and rounded into place); otherwise one call.
-    const bool y_tiled = relu && y_bf16;
     const int64_t step =
-        d_in_bf16 || y_tiled || x_bf16 ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
+        d_in_bf16 || y_bf16 || x_bf16 ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
     float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
-    float* y_tile = y_tiled ? tile_floats(1, step, C) : nullptr;
-    float* x_tile = x_bf16 ? tile_floats(2, step, C) : nullptr;
+    const TiledInput x(in, x_bf16, 2, step, C), y(y_fp32, y_bf16, 1, step, C);
     for (int64_t r = r0; r < r1; r += step) {
       const int64_t n = std::min(step, r1 - r);
-      if (y_tiled) kernels::convert_from_bf16(y_tile, y_bf16 + r * C, n * C);
-      if (x_tile) kernels::convert_from_bf16(x_tile, x_bf16 + r * C, n * C);
-      const float* y = y_tiled ? y_tile : relu ? out + r * C : nullptr;
-      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C,
-                          x_tile ? x_tile : in + r * C, y, save_mean, ca, ck, cb, n, C);
+      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, x.rows(r, n),
+                          y.rows(r, n), save_mean, ca, ck, cb, n, C);
       if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
     }
   }
