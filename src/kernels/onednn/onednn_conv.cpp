@@ -146,14 +146,14 @@ struct OnednnConv::Impl {
   int threads = 0;  // the pool size the primitives were created for
 
   dnnl::primitive conv;
-  // bf16 forward: the same convolution writing its output in bf16 (on the same weight layout), for
-  // an output the caller keeps in bf16; absent where oneDNN has none.
+  // bf16 forward: the same convolution writing its output in bf16, for an output the caller keeps
+  // in bf16; absent where oneDNN has none. Its weights: the reorder into its layout (the
+  // fp32-destination primitive's where the layouts match; none where it takes the caller's
+  // weights as they are) and the memory it reads them from.
   dnnl::primitive conv_bf16_out;
   memory out_bf16_user;
-  // Its weights: the fp32-destination primitive's (shared), the caller's (plain), or its own
-  // reorder into weights_bf16_out.
   std::optional<Reorder> weight_in_bf16_out;
-  bool bf16_out_weights_plain = false;
+  memory bf16_out_weights;
   std::string implementation;
   // nostrum's layouts, fp32: the input side (N,C,H,W as NHWC), the output side (N,K,P,Q as NHWC),
   // the weights (K,C,R,S).
@@ -257,7 +257,7 @@ void OnednnConv::Impl::build() {
   size_t scratch = 0;
   weight_in.reset(), activation_in.reset(), gradient_in.reset(), weight_gradient_out.reset();
   weight_in_bf16_out.reset();
-  bf16_out_weights_plain = false;
+  bf16_out_weights = memory();
   weights = activation = gradient = weight_gradient = sum = scratchpad = weights_bf16_out =
       Region();
   workspace = 0;
@@ -300,12 +300,15 @@ void OnednnConv::Impl::build() {
             scratch = std::max(scratch, pd.scratchpad_desc().get_size());
             out_bf16_user = memory(out_op, cpu_engine(), DNNL_MEMORY_NONE);
             const memory::desc& w = pd.weights_desc();
-            if (w != forward_pd.weights_desc() && w != weight_md) {
+            if (w == forward_pd.weights_desc() && weight_in) {
+              weight_in_bf16_out = weight_in;
+              bf16_out_weights = weights.m;
+            } else if (w != weight_md) {
               weight_in_bf16_out = make_reorder(weight_md, w);
               weights_bf16_out = region(w);
+              bf16_out_weights = weights_bf16_out.m;
               scratch = std::max(scratch, weight_in_bf16_out->scratch_bytes);
             }
-            bf16_out_weights_plain = w == weight_md;
           }
         } catch (const dnnl::error&) {
           conv_bf16_out = dnnl::primitive();  // fp32 outputs only
@@ -402,12 +405,9 @@ void OnednnConv::Impl::make_args() {
       if (conv_bf16_out) {
         conv_bf16_out_args = conv_args;
         conv_bf16_out_args[DNNL_ARG_DST] = out_bf16_user;
-        if (weight_in_bf16_out) {
-          weight_in_bf16_out_args = reorder_args(weight_user, weights_bf16_out.m);
-          conv_bf16_out_args[DNNL_ARG_WEIGHTS] = weights_bf16_out.m;
-        } else if (bf16_out_weights_plain) {
-          conv_bf16_out_args[DNNL_ARG_WEIGHTS] = weight_user;
-        }
+        conv_bf16_out_args[DNNL_ARG_WEIGHTS] = weight_in_bf16_out ? bf16_out_weights : weight_user;
+        if (weight_in_bf16_out)
+          weight_in_bf16_out_args = reorder_args(weight_user, bf16_out_weights);
       }
       break;
     case ConvPass::kBackwardData: {
@@ -486,11 +486,9 @@ void OnednnConv::forward(float* out, const float* in, const float* weight, void*
   Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
   if (out_bf16) m.out_bf16_user.set_data_handle(out_bf16);
   // The weights in the layout of the primitive that runs.
-  if (!out_bf16)
-    Impl::run(m.weight_in, m.weight_in_args);
-  else if (m.weight_in_bf16_out)
+  if (out_bf16)
     Impl::run(m.weight_in_bf16_out, m.weight_in_bf16_out_args);
-  else if (!m.bf16_out_weights_plain)
+  else
     Impl::run(m.weight_in, m.weight_in_args);
   m.take_input(in_bf16);
   if (out_bf16)
