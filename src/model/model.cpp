@@ -591,6 +591,20 @@ void backward_block(const Pass& s, const Block& b) {
   backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
 }
 
+// A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read
+// by the next conv only (and its own backward's mask).
+bool inner_norm(const Block& b, const std::vector<Layer>& chain, const Layer& l) {
+  return l.kind == LayerKind::kBatchNorm && b.residual && &chain == &b.path && l.relu &&
+         !l.last_of_residual_path;
+}
+
+// Whether conv's forward and weight-gradient kernels (as set) take their input in bf16.
+bool takes_bf16_input(const Layer& conv) {
+  const kernels::PreparedConv* fwd = conv.kernel[int(kernels::ConvPass::kForward)].get();
+  const kernels::PreparedConv* wgt = conv.kernel[int(kernels::ConvPass::kBackwardWeights)].get();
+  return fwd && wgt && fwd->takes_bf16_in() && wgt->takes_bf16_in();
+}
+
 // A block's path and shortcut both read the block input: the previous block's output (the first
 // block's: the images, set by forward).
 void set_block_input(Block& b, const float* input) {
@@ -814,9 +828,7 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
         const Layer* prev = i > 0 ? &(*chain)[i - 1] : nullptr;
         const Layer* next = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
         const bool conv = l.kind == LayerKind::kConv;
-        const bool inner_norm_before = prev && prev->kind == LayerKind::kBatchNorm && b.residual &&
-                                       chain == &b.path && prev->relu &&
-                                       !prev->last_of_residual_path;
+        const bool inner_norm_before = prev && inner_norm(b, *chain, *prev);
         const bool d_out =
             bf16 && conv && m.bf16_handover && next && next->kind == LayerKind::kBatchNorm;
         const bool in = bf16 && conv &&
@@ -908,16 +920,10 @@ void Model::Impl::link_bf16_handover(kernels::Precision precision) {
           if (norm) norm->bf16_gradient = on;
         }
         if (l.kind == LayerKind::kBatchNorm) {
-          // Its output is only the next conv's input (and its own backward's ReLU mask): an
-          // inner batch norm of a residual path. A block's last one is the block output, which
-          // the next block, its shortcut and the add's backward read in fp32.
-          const bool inner = b.residual && chain == &b.path && l.relu && !l.last_of_residual_path &&
-                             next && next->kind == LayerKind::kConv;
-          const kernels::PreparedConv* fwd =
-              inner ? kernel(*next, kernels::ConvPass::kForward) : nullptr;
-          const kernels::PreparedConv* wgt =
-              inner ? kernel(*next, kernels::ConvPass::kBackwardWeights) : nullptr;
-          const bool on = bf16 && fwd && wgt && fwd->takes_bf16_in() && wgt->takes_bf16_in();
+          // Its output is only the next conv's input (and its own backward's ReLU mask). A
+          // block's last one is the block output (link_bf16_block_outputs).
+          const bool on = bf16 && inner_norm(b, *chain, l) && next &&
+                          next->kind == LayerKind::kConv && takes_bf16_input(*next);
           l.bf16_output = on;
           if (next) next->bf16_input = on;
         }
@@ -944,16 +950,11 @@ void Model::Impl::link_bf16_conv_outputs(kernels::Precision precision) {
 
 void Model::Impl::link_bf16_block_outputs(kernels::Precision precision) {
   const bool bf16 = bf16_block_outputs && precision == kernels::Precision::kBf16;
-  const auto takes_bf16_in = [](const Layer& conv) {
-    const kernels::PreparedConv* fwd = conv.kernel[int(kernels::ConvPass::kForward)].get();
-    const kernels::PreparedConv* wgt = conv.kernel[int(kernels::ConvPass::kBackwardWeights)].get();
-    return fwd && wgt && fwd->takes_bf16_in() && wgt->takes_bf16_in();
-  };
   for (size_t i = 0; i < blocks.size(); ++i) {
     Block& b = blocks[i];
     Block* next = i + 1 < blocks.size() && blocks[i + 1].residual ? &blocks[i + 1] : nullptr;
-    const bool on = bf16 && b.residual && next && takes_bf16_in(next->path.front()) &&
-                    (next->shortcut.empty() || takes_bf16_in(next->shortcut.front()));
+    const bool on = bf16 && b.residual && next && takes_bf16_input(next->path.front()) &&
+                    (next->shortcut.empty() || takes_bf16_input(next->shortcut.front()));
     if (b.residual) b.path.back().bf16_output = on;
     // A downsample's batch norm: its output is read only by the add.
     if (!b.shortcut.empty()) b.shortcut.back().bf16_output = bf16;
