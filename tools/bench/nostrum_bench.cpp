@@ -208,6 +208,11 @@ int main(int argc, char** argv) try {
   config.num_classes = opt.classes > 0 ? opt.classes : (spec.imagenet_stem ? 1000 : 10);
   auto model = nostrum::model::Model::create(config);
   model->build(opt.batch, opt.height, opt.width);
+  // The bf16 switches first: the conv measurement times each kernel on the operands they give it
+  // (an ab switch measures as on).
+  model->set_bf16_handover(opt.bf16_handover != "off");
+  model->set_bf16_block_outputs(opt.bf16_block_outputs != "off");
+  model->set_bf16_conv_outputs(opt.bf16_conv_outputs != "off");
   // The conv kernels, chosen as nostrum-train chooses them (its rank 0's part).
   std::vector<std::string> notes;
   const nostrum::kernels::ConvChoiceTable table = nostrum::kernels::select_conv_kernels(
@@ -255,9 +260,6 @@ int main(int argc, char** argv) try {
     if (opt.bf16_block_outputs == "ab") model->set_bf16_block_outputs(on);
     if (opt.bf16_conv_outputs == "ab") model->set_bf16_conv_outputs(on);
   };
-  model->set_bf16_handover(opt.bf16_handover != "off");
-  model->set_bf16_block_outputs(opt.bf16_block_outputs != "off");
-  model->set_bf16_conv_outputs(opt.bf16_conv_outputs != "off");
   const int handover_convs = model->bf16_gradient_convs();
   const int input_convs = model->bf16_input_convs();
   const int block_outputs = model->bf16_block_outputs();
