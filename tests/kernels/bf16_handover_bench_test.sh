@@ -30,6 +30,15 @@ out=$(step --bf16-handover off)
 printf '%s\n' "$out"
 expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 4, "bf16_block_outputs": 2[,}]' \
   "handover off: only the convs reading a bf16 block output"
+# The measurement runs with the switches as given: no bf16 operands with everything off.
+out=$(step --bf16-handover off --bf16-block-outputs off --bf16-conv-outputs off \
+  --conv-kernel measure --conv-cache none --verbose)
+if printf '%s\n' "$out" | grep -q 'bf16 operands:'; then
+  echo "FAIL: off measured on bf16 operands"
+  fail=1
+else
+  echo "ok: off measures on fp32 operands"
+fi
 out=$(step --bf16-block-outputs off)
 printf '%s\n' "$out"
 expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 3, "bf16_block_outputs": 0[,}]' \
