@@ -1,5 +1,7 @@
 // BatchNorm2d kernels over (rows, C) NHWC data: chunked double-precision partial sums combined in a
-// fixed chunk order (deterministic for any thread count), then one elementwise pass.
+// fixed chunk order (deterministic for any thread count), then one elementwise pass. Compiled with
+// -ffp-contract=off (sources.cmake): no multiply-add is fused behind the code's back, so each ISA's
+// copy and each operand type's instantiation of a row kernel round alike, bit for bit.
 #include "nostrum/layers/batch_norm.hpp"
 
 #include <omp.h>
@@ -49,7 +51,28 @@ void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, R
 
 // Row kernels, vectorised across channels (each lane one channel, rows summed in order, so every
 // ISA gives the same bits); one copy per ISA of each, picked through the CPU features table
-// (nostrum/core/isa_dispatch.hpp; no -march=native).
+// (nostrum/core/isa_dispatch.hpp; no -march=native). Each operand is fp32 or bf16 (a template
+// parameter): a bf16 operand is widened exactly in the register as it is loaded and a bf16 result
+// rounded as it is stored (kernels/bf16.hpp's rounding), so a bf16 tensor costs no pass of its own
+// and gives the bits of an fp32 one holding the same values.
+NOSTRUM_ALWAYS_INLINE float load_value(const float* p, int64_t i) {
+  return p[i];
+}
+NOSTRUM_ALWAYS_INLINE float load_value(const uint16_t* p, int64_t i) {
+  return kernels::bf16_to_fp32(p[i]);
+}
+NOSTRUM_ALWAYS_INLINE void store_value(float* p, int64_t i, float v) {
+  p[i] = v;
+}
+NOSTRUM_ALWAYS_INLINE void store_value(uint16_t* p, int64_t i, float v) {
+  p[i] = kernels::fp32_to_bf16(v);
+}
+// a * b + c rounded once, written out where the kernels want it (the file is compiled without
+// contraction): one instruction in the AVX-512 and AVX2 copies and on aarch64, a library call in
+// an x86 baseline copy (a CPU without AVX2 and FMA), the same bits in all.
+NOSTRUM_ALWAYS_INLINE float madd(float a, float b, float c) {
+  return __builtin_fmaf(a, b, c);
+}
 
 // Sums over rows go through float partials of kBlockRows rows (each lane one channel, in row order)
 // added into the double accumulators: the double conversions and adds were most of the statistics
@@ -60,30 +83,31 @@ constexpr int64_t kBlockRows = 16;
 constexpr int kSliceChannels = 4096;
 
 // acc (C) += sum over rows of x (rows, C).
-NOSTRUM_ALWAYS_INLINE void sum_rows_body(double* __restrict acc, const float* __restrict x,
+template <typename X>
+NOSTRUM_ALWAYS_INLINE void sum_rows_body(double* __restrict acc, const X* __restrict x,
                                          int64_t rows, int C) {
   float part[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t m = std::min(kBlockRows, rows - r0);
-      const float* xr = x + r0 * C + c0;
-      for (int c = 0; c < n; ++c) part[c] = xr[c];
+      const X* xr = x + r0 * C + c0;
+      for (int c = 0; c < n; ++c) part[c] = load_value(xr, c);
       for (int64_t r = 1; r < m; ++r)
-        for (int c = 0; c < n; ++c) part[c] += xr[r * C + c];
+        for (int c = 0; c < n; ++c) part[c] += load_value(xr, r * C + c);
       for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, sum_rows,
-                     (double* __restrict acc, const float* __restrict x, int64_t rows, int C),
+NOSTRUM_ISA_VARIANTS(template <typename X>, DispatchSite::kBatchNormRows, sum_rows,
+                     (double* __restrict acc, const X* __restrict x, int64_t rows, int C),
                      (acc, x, rows, C))
 
 // acc (C) += sum over rows of (x - mean)^2 around mean (C, float or double; the deviations are
 // formed in float around the mean rounded to float, as the normalising pass forms x - mean).
-template <typename Mean>
+template <typename X, typename Mean>
 NOSTRUM_ALWAYS_INLINE void squared_deviation_rows_body(double* __restrict acc,
-                                                       const float* __restrict x,
+                                                       const X* __restrict x,
                                                        const Mean* __restrict mean, int64_t rows,
                                                        int C) {
   float m[kSliceChannels], part[kSliceChannels];
@@ -92,44 +116,51 @@ NOSTRUM_ALWAYS_INLINE void squared_deviation_rows_body(double* __restrict acc,
     for (int c = 0; c < n; ++c) m[c] = static_cast<float>(mean[c0 + c]);
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t rn = std::min(kBlockRows, rows - r0);
-      const float* xr = x + r0 * C + c0;
+      const X* xr = x + r0 * C + c0;
       for (int c = 0; c < n; ++c) part[c] = 0.0f;
       for (int64_t r = 0; r < rn; ++r)
         for (int c = 0; c < n; ++c) {
-          const float d = xr[r * C + c] - m[c];
-          part[c] += d * d;
+          const float d = load_value(xr, r * C + c) - m[c];
+          part[c] = madd(d, d, part[c]);
         }
       for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(template <typename Mean>, DispatchSite::kBatchNormRows, squared_deviation_rows,
-                     (double* __restrict acc, const float* __restrict x,
-                      const Mean* __restrict mean, int64_t rows, int C),
+NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Mean>,
+                     DispatchSite::kBatchNormRows, squared_deviation_rows,
+                     (double* __restrict acc, const X* __restrict x, const Mean* __restrict mean,
+                      int64_t rows, int C),
                      (acc, x, mean, rows, C))
 
-// y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each.
-NOSTRUM_ALWAYS_INLINE void normalize_rows_body(
-    float* __restrict y, const float* __restrict x, const float* __restrict z,
-    const float* __restrict mean, const float* __restrict invstd, const float* __restrict gamma,
-    const float* __restrict beta, int64_t rows, int C, bool relu) {
+// y = (x - mean) * (invstd * gamma) + beta (+ z), then ReLU when relu; (rows, C) each; the
+// multiply-add fused.
+template <typename Y, typename X, typename Z>
+NOSTRUM_ALWAYS_INLINE void normalize_rows_body(Y* __restrict y, const X* __restrict x,
+                                               const Z* __restrict z, const float* __restrict mean,
+                                               const float* __restrict invstd,
+                                               const float* __restrict gamma,
+                                               const float* __restrict beta, int64_t rows, int C,
+                                               bool relu) {
   for (int64_t r = 0; r < rows; ++r, x += C, y += C) {
     if (z) {
       for (int c = 0; c < C; ++c) {
-        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c] + z[c];
-        y[c] = relu ? std::max(v, 0.0f) : v;
+        const float v =
+            madd(load_value(x, c) - mean[c], invstd[c] * gamma[c], beta[c]) + load_value(z, c);
+        store_value(y, c, relu ? std::max(v, 0.0f) : v);
       }
       z += C;
     } else {
       for (int c = 0; c < C; ++c) {
-        const float v = (x[c] - mean[c]) * (invstd[c] * gamma[c]) + beta[c];
-        y[c] = relu ? std::max(v, 0.0f) : v;
+        const float v = madd(load_value(x, c) - mean[c], invstd[c] * gamma[c], beta[c]);
+        store_value(y, c, relu ? std::max(v, 0.0f) : v);
       }
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, normalize_rows,
-                     (float* __restrict y, const float* __restrict x, const float* __restrict z,
+NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Z>,
+                     DispatchSite::kBatchNormRows, normalize_rows,
+                     (Y* __restrict y, const X* __restrict x, const Z* __restrict z,
                       const float* __restrict mean, const float* __restrict invstd,
                       const float* __restrict gamma, const float* __restrict beta, int64_t rows,
                       int C, bool relu),
@@ -137,10 +168,10 @@ NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, normalize_rows,
 
 // a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
 // partials of kBlockRows rows as above.
+template <typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* __restrict b,
-                                                  const float* __restrict dy,
-                                                  const float* __restrict x,
-                                                  const float* __restrict y,
+                                                  const float* __restrict dy, const X* __restrict x,
+                                                  const Y* __restrict y,
                                                   const float* __restrict mean, int64_t rows,
                                                   int C) {
   float pa[kSliceChannels], pb[kSliceChannels];
@@ -150,22 +181,23 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t rn = std::min(kBlockRows, rows - r0);
       const int64_t at = r0 * C + c0;
-      const float *dyr = dy + at, *xr = x + at;
+      const float* dyr = dy + at;
+      const X* xr = x + at;
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
       if (y) {
-        const float* yr = y + at;
+        const Y* yr = y + at;
         for (int64_t r = 0; r < rn; ++r)
           for (int c = 0; c < n; ++c) {
-            const float g = kernels::relu_grad(dyr[r * C + c], yr[r * C + c]);
+            const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
             pa[c] += g;
-            pb[c] += g * (xr[r * C + c] - mc[c]);
+            pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
           }
       } else {
         for (int64_t r = 0; r < rn; ++r)
           for (int c = 0; c < n; ++c) {
             const float g = dyr[r * C + c];
             pa[c] += g;
-            pb[c] += g * (xr[r * C + c] - mc[c]);
+            pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
           }
       }
       for (int c = 0; c < n; ++c) {
@@ -175,35 +207,49 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, backward_sum_rows,
+NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
+                     backward_sum_rows,
                      (double* __restrict a, double* __restrict b, const float* __restrict dy,
-                      const float* __restrict x, const float* __restrict y,
-                      const float* __restrict mean, int64_t rows, int C),
+                      const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
+                      int64_t rows, int C),
                      (a, b, dy, x, y, mean, rows, C))
 
-// dx = ca * g - ck * (x - mean) + cb, g = dy masked by y > 0 when y is given; dx may alias dy.
+// dx = ca * g - ck * (x - mean) + cb (two fused multiply-adds), g = dy masked by y > 0 when y is
+// given; an fp32 dx may alias dy (so neither is restrict).
+template <typename DX, typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void backward_apply_rows_body(
-    float* dx, const float* dy, const float* __restrict x, const float* __restrict y,
+    DX* dx, const float* dy, const X* __restrict x, const Y* __restrict y,
     const float* __restrict mean, const float* __restrict ca, const float* __restrict ck,
     const float* __restrict cb, int64_t rows, int C) {
   for (int64_t r = 0; r < rows; ++r, dx += C, dy += C, x += C) {
     if (y) {
       for (int c = 0; c < C; ++c) {
-        const float g = kernels::relu_grad(dy[c], y[c]);
-        dx[c] = ca[c] * g - ck[c] * (x[c] - mean[c]) + cb[c];
+        const float g = kernels::relu_grad(dy[c], load_value(y, c));
+        store_value(dx, c, madd(ca[c], g, madd(-ck[c], load_value(x, c) - mean[c], cb[c])));
       }
       y += C;
     } else {
-      for (int c = 0; c < C; ++c) dx[c] = ca[c] * dy[c] - ck[c] * (x[c] - mean[c]) + cb[c];
+      for (int c = 0; c < C; ++c)
+        store_value(dx, c, madd(ca[c], dy[c], madd(-ck[c], load_value(x, c) - mean[c], cb[c])));
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(, DispatchSite::kBatchNormRows, backward_apply_rows,
-                     (float* dx, const float* dy, const float* __restrict x,
-                      const float* __restrict y, const float* __restrict mean,
-                      const float* __restrict ca, const float* __restrict ck,
-                      const float* __restrict cb, int64_t rows, int C),
+NOSTRUM_ISA_VARIANTS(template <typename DX NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Y>,
+                     DispatchSite::kBatchNormRows, backward_apply_rows,
+                     (DX * dx, const float* dy, const X* __restrict x, const Y* __restrict y,
+                      const float* __restrict mean, const float* __restrict ca,
+                      const float* __restrict ck, const float* __restrict cb, int64_t rows, int C),
                      (dx, dy, x, y, mean, ca, ck, cb, rows, C))
+
+// An operand that is fp32 or bf16 (whichever pointer is given; both may be null), handed to fn as
+// its typed pointer offset by `at` elements (null stays null).
+template <typename F, typename B, typename Fn>
+NOSTRUM_ALWAYS_INLINE void with_operand(F* fp32, B* bf16, int64_t at, Fn&& fn) {
+  if (bf16)
+    fn(bf16 + at);
+  else
+    fn(fp32 ? fp32 + at : fp32);
+}
 
 void check_rows(double count, int C) {
   NOSTRUM_CHECK(count >= 2, ShapeError,
@@ -239,59 +285,6 @@ inline void finish_channel(const ChannelStatistics& s, int c, double var, double
       static_cast<float>((1.0 - m) * s.running_var[c] + m * var * count / (count - 1));
 }
 
-// bf16 outputs (BatchNormOptions::d_in_bf16, out_bf16) go through each thread's fp32 tiles of
-// about kBf16TileFloats floats (16 KB, in L1): the rows computed into tile 0, then rounded into
-// place; a bf16 output read back (the backward's ReLU mask) or a bf16 residual is widened into tile
-// 1, a bf16 input (BatchNormOptions::in_bf16) into tile 2.
-constexpr size_t kBf16TileFloats = 4096;
-std::vector<float>& bf16_tile(int which) {
-  thread_local std::vector<float> tiles[3];
-  return tiles[which];
-}
-// Rows per tile for C channels: a multiple of `multiple` rows (at least one multiple).
-int64_t tile_rows(int C, int64_t multiple) {
-  return std::max<int64_t>(1, int64_t(kBf16TileFloats) / C / multiple) * multiple;
-}
-float* tile_floats(int which, int64_t rows, int C) {
-  std::vector<float>& tile = bf16_tile(which);
-  if (tile.size() < size_t(rows) * C) tile.resize(size_t(rows) * C);
-  return tile.data();
-}
-
-// An operand the row kernels read as fp32: the fp32 tensor itself (or none), or a bf16 one
-// widened a tile at a time into the calling thread's tile `which`.
-class TiledInput {
- public:
-  TiledInput(const float* fp32, const uint16_t* bf16, int which, int64_t step, int C)
-      : fp32_(fp32), bf16_(bf16), tile_(bf16 ? tile_floats(which, step, C) : nullptr), C_(C) {}
-  // Rows [r, r + n) as fp32 (null for no operand).
-  const float* rows(int64_t r, int64_t n) const {
-    if (!bf16_) return fp32_ ? fp32_ + r * C_ : nullptr;
-    kernels::convert_from_bf16(tile_, bf16_ + r * C_, n * C_);
-    return tile_;
-  }
-
- private:
-  const float* fp32_;
-  const uint16_t* bf16_;
-  float* tile_;
-  int C_;
-};
-
-// fn(x, n) over rows [r0, r1) of the input: in itself, or in_bf16 widened a tile of whole
-// `multiple`-row blocks at a time (counted from r0, so that row kernels summing blocks of
-// kBlockRows rows give the bits of one call over the range).
-template <typename Fn>
-void for_input_rows(const float* in, const uint16_t* in_bf16, int64_t r0, int64_t r1, int C,
-                    int64_t multiple, Fn&& fn) {
-  const int64_t step = in_bf16 ? tile_rows(C, multiple) : std::max<int64_t>(1, r1 - r0);
-  const TiledInput x(in, in_bf16, 2, step, C);
-  for (int64_t r = r0; r < r1; r += step) {
-    const int64_t n = std::min(step, r1 - r);
-    fn(x.rows(r, n), n);
-  }
-}
-
 // Per-rank statistics, step 1 (inside a parallel region): each chunk's mean and squared deviations
 // from it (two passes over a chunk that is still in cache), chunk_mean and chunk_m2 (kChunks, C).
 void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const uint16_t* in_bf16,
@@ -305,11 +298,11 @@ void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const 
     for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     if (r1 > r0) {
-      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows,
-                     [&](const float* x, int64_t n) { sum_rows(mean, x, n, C); });
-      for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
-      for_input_rows(in, in_bf16, r0, r1, C, kBlockRows,
-                     [&](const float* x, int64_t n) { squared_deviation_rows(m2, x, mean, n, C); });
+      with_operand(in, in_bf16, r0 * C, [&](const auto* x) {
+        sum_rows(mean, x, r1 - r0, C);
+        for (int c = 0; c < C; ++c) mean[c] /= static_cast<double>(r1 - r0);
+        squared_deviation_rows(m2, x, mean, r1 - r0, C);
+      });
     }
   }
 }
@@ -347,8 +340,7 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   double* total = scratch + 2 * kChunks * C;  // (C + 1): sums, then the count
   const uint16_t* in_bf16 = options.in_bf16;
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows,
-                   [&](const float* x, int64_t n) { sum_rows(acc, x, n, C); });
+    with_operand(in, in_bf16, r * C, [&](const auto* x) { sum_rows(acc, x, count, C); });
   });
   total[C] = static_cast<double>(rows);
   options.reducer->sum(total, C + 1);
@@ -356,40 +348,25 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   check_rows(count, C);
   for (int c = 0; c < C; ++c) s.save_mean[c] = static_cast<float>(total[c] / count);
   chunked_channel_sums(total, partial, rows, C, [&](double* acc, int64_t r, int64_t count) {
-    for_input_rows(in, in_bf16, r, r + count, C, kBlockRows, [&](const float* x, int64_t n) {
-      squared_deviation_rows(acc, x, s.save_mean, n, C);
-    });
+    with_operand(in, in_bf16, r * C,
+                 [&](const auto* x) { squared_deviation_rows(acc, x, s.save_mean, count, C); });
   });
   options.reducer->sum(total, C);
   for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
-}
-
-// normalize_rows into out, or through a tile into out_bf16; a bf16 residual is widened a tile at
-// a time into the other tile (the rows the same either way, so the same bits).
-void normalize_rows_to(float* out, uint16_t* out_bf16, const float* in, const uint16_t* in_bf16,
-                       const float* residual, const uint16_t* residual_bf16, const float* mean,
-                       const float* invstd, const float* gamma, const float* beta, int64_t rows,
-                       int C, bool relu) {
-  if (!out_bf16 && !residual_bf16 && !in_bf16)
-    return normalize_rows(out, in, residual, mean, invstd, gamma, beta, rows, C, relu);
-  const int64_t step = tile_rows(C, 1);
-  float* tile = out_bf16 ? tile_floats(0, step, C) : nullptr;
-  const TiledInput z(residual, residual_bf16, 1, step, C), x(in, in_bf16, 2, step, C);
-  for (int64_t r = 0; r < rows; r += step) {
-    const int64_t n = std::min(step, rows - r);
-    normalize_rows(tile ? tile : out + r * C, x.rows(r, n), z.rows(r, n), mean, invstd, gamma, beta,
-                   n, C, relu);
-    if (tile) kernels::convert_to_bf16(out_bf16 + r * C, tile, n * C);
-  }
 }
 
 // Rows [r0, r1) of the normalising pass, with the options' residual and bf16 tensors.
 void normalize_row_range(float* out, const float* in, const float* mean, const float* invstd,
                          const float* gamma, const float* beta, int64_t r0, int64_t r1, int C,
                          const BatchNormOptions& o) {
-  const auto at = [&](auto* p) { return p ? p + r0 * C : nullptr; };
-  normalize_rows_to(out + r0 * C, at(o.out_bf16), in + r0 * C, at(o.in_bf16), at(o.residual),
-                    at(o.residual_bf16), mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
+  const int64_t at = r0 * C;
+  with_operand(out, o.out_bf16, at, [&](auto* y) {
+    with_operand(in, o.in_bf16, at, [&](const auto* x) {
+      with_operand(o.residual, o.residual_bf16, at, [&](const auto* z) {
+        normalize_rows(y, x, z, mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
+      });
+    });
+  });
 }
 
 // The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
@@ -483,15 +460,12 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     double* b = partial_dyx + k * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-    // A bf16 output or input is widened a tile at a time (whole 16-row blocks per tile, so the
-    // float partials are those of one call); otherwise the chunk is one call.
-    const int64_t step =
-        y_bf16 || x_bf16 ? tile_rows(C, kBlockRows) : std::max<int64_t>(1, r1 - r0);
-    const TiledInput x(in, x_bf16, 2, step, C), y(y_fp32, y_bf16, 1, step, C);
-    for (int64_t r = r0; r < r1; r += step) {
-      const int64_t n = std::min(step, r1 - r);
-      backward_sum_rows(a, b, d_out + r * C, x.rows(r, n), y.rows(r, n), save_mean, n, C);
-    }
+    if (r1 <= r0) continue;
+    with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
+      with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
+        backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C);
+      });
+    });
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
@@ -527,17 +501,14 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    // With a bf16 tensor, a few rows at a time through the L1 tiles (the bf16 output widened into
-    // one, the result computed into the other and rounded into place); otherwise one call.
-    const int64_t step =
-        d_in_bf16 || y_bf16 || x_bf16 ? tile_rows(C, 1) : std::max<int64_t>(1, r1 - r0);
-    float* dx_tile = d_in_bf16 ? tile_floats(0, step, C) : nullptr;
-    const TiledInput x(in, x_bf16, 2, step, C), y(y_fp32, y_bf16, 1, step, C);
-    for (int64_t r = r0; r < r1; r += step) {
-      const int64_t n = std::min(step, r1 - r);
-      backward_apply_rows(dx_tile ? dx_tile : d_in + r * C, d_out + r * C, x.rows(r, n),
-                          y.rows(r, n), save_mean, ca, ck, cb, n, C);
-      if (dx_tile) kernels::convert_to_bf16(d_in_bf16 + r * C, dx_tile, n * C);
+    if (r1 > r0) {
+      with_operand(d_in, d_in_bf16, r0 * C, [&](auto* dx) {
+        with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
+          with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
+            backward_apply_rows(dx, d_out + r0 * C, x, y, save_mean, ca, ck, cb, r1 - r0, C);
+          });
+        });
+      });
     }
   }
 }

@@ -9,3 +9,7 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/relu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/residual_add.cpp
 )
+# The batch norm's row kernels must round alike in every ISA copy and operand type (bf16 read as
+# its widened fp32 values gives the fp32 bits): no contracted multiply-adds there.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/batch_norm.cpp
+  PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")

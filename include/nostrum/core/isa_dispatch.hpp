@@ -59,19 +59,22 @@ void reset_dispatch_record();
 
 // Per-ISA copies of one kernel. Write the body once as an always-inline function NAME_body, then
 //   NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, (parameters), (arguments))
-// defines NAME_avx512 (target avx512f), NAME_avx2 (target avx2) and NAME_baseline, each the body
-// compiled for its ISA, and NAME, which records the dispatch and calls the copy elementwise_isa()
-// picks. TEMPLATE_HEAD is empty or e.g. `template <typename T>` (deduced from the arguments).
+// defines NAME_avx512 (target avx512f, avx512bw and fma: the table's avx512 level is AVX512F + BW
+// on top of AVX2 + FMA), NAME_avx2 (target avx2 and fma: the avx2 level) and NAME_baseline, each
+// the body compiled for its ISA, and NAME, which records the dispatch and calls the copy
+// elementwise_isa() picks. TEMPLATE_HEAD is empty or e.g. `template <typename T>` (deduced from the
+// arguments; write `template <typename A NOSTRUM_COMMA typename B>` for more than one parameter).
 // Unlike target_clones, which pick by the real CPU at load time, the choice goes through the
 // table and so honours NOSTRUM_MAX_ISA. Outside x86 all copies are the baseline.
 #if defined(__x86_64__) || defined(__i386__)
-#define NOSTRUM_TARGET_AVX512 __attribute__((target("avx512f")))
-#define NOSTRUM_TARGET_AVX2 __attribute__((target("avx2")))
+#define NOSTRUM_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,fma")))
+#define NOSTRUM_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #else
 #define NOSTRUM_TARGET_AVX512
 #define NOSTRUM_TARGET_AVX2
 #endif
 #define NOSTRUM_ALWAYS_INLINE inline __attribute__((always_inline))
+#define NOSTRUM_COMMA ,
 
 #define NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, PARAMETERS, ARGUMENTS) \
   TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {          \

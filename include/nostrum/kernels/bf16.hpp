@@ -20,12 +20,14 @@ namespace nostrum::kernels {
 // Round to nearest, ties to even; NaN stays NaN (quiet bit set, sign and top payload kept);
 // +-inf stays +-inf; values past bf16's largest finite round to inf as IEEE says; denormals round
 // like any other value (no flush to zero).
+// Written as a select of two computed words, without a branch, so loops that store through it
+// vectorise.
 inline uint16_t fp32_to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
+  const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 // Exact: every bf16 is an fp32.

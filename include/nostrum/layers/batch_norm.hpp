@@ -33,8 +33,8 @@ struct BatchNormOptions {
   // its gradient, as the bf16 conv input it became does).
   uint16_t* out_bf16 = nullptr;
   // Forward and backward: the input in bf16 (kernels/bf16.hpp) in in's place (then unused): a conv
-  // output kept in bf16, widened a tile at a time (the same bits as an fp32 input holding the
-  // widened values).
+  // output kept in bf16, widened in the register as it is read (the same bits as an fp32 input
+  // holding the widened values).
   const uint16_t* in_bf16 = nullptr;
   Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
