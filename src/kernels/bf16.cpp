@@ -1,7 +1,7 @@
 // bf16 conversion and the driver of the mixed-precision GEMM: B packed in 32-column strips of
-// k-pair words; the product cut into blocks of 168 rows x 192 k-pairs (all columns unless the
-// threads need more pieces), A's block rounded into a 129 KB per-thread buffer once per block and
-// handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp).
+// k-pair words; the product cut into blocks of at most 168 rows x 192 k-pairs (all columns unless
+// the threads need more pieces), A's block rounded into a 129 KB per-thread buffer once per block
+// and handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp).
 #include "nostrum/kernels/bf16.hpp"
 
 #include <omp.h>
@@ -153,7 +153,13 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   b.b = Bp, b.pairs = (K + 1) / 2, b.n_padded = int(round16(N));
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
   const int threads = threaded ? omp_get_max_threads() : 1;
-  const int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
+  // Row blocks of at most kBlockRows rows, as many as a multiple of the threads and of one height,
+  // so that the threads' shares are alike (7 blocks of 168 rows or fewer split 4 : 3 between two
+  // threads; 8 of 128 split evenly). The sums do not depend on the blocks.
+  int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
+  if (threads > 1) row_blocks = (row_blocks + threads - 1) / threads * threads;
+  const int block_rows = int((M + row_blocks - 1) / row_blocks);
+  row_blocks = (M + block_rows - 1) / block_rows;
   // All columns in one piece (A's block converted once), cut finer (multiples of 32) only when
   // the rows give too few pieces for the threads.
   int64_t columns = (N + kStrip - 1) / kStrip * kStrip;
@@ -172,7 +178,7 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t piece = 0; piece < pieces; ++piece) {
       const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
-      const int i0 = int(rb * kBlockRows), rows = std::min(M - i0, kBlockRows);
+      const int i0 = int(rb * block_rows), rows = std::min(M - i0, block_rows);
       const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
       for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs) {
         const int pairs = std::min(kBlockPairs, b.pairs - p0);
