@@ -1,6 +1,9 @@
 // MaxPool2d NHWC forward (window scan, channels innermost) and backward (scatter to the recorded
-// winners, parallel over images and channel blocks so no two threads touch the same input).
+// winners, parallel over images and channel slices so no two threads touch the same input, each
+// input row zeroed just before the scatter reaches it).
 #include "nostrum/layers/max_pool.hpp"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,23 +63,40 @@ void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGe
 void max_pool_backward(float* d_in, const float* d_out, const int32_t* argmax,
                        const PoolGeometry& g) {
   const int P = g.P(), Q = g.Q(), C = g.C;
+  // Whole pixels per task (one slice: rows zeroed and scattered contiguously) when the images
+  // keep the threads busy, else as many 16-channel slices as the threads need.
   constexpr int kBlock = 16;
-  const int blocks = (C + kBlock - 1) / kBlock;
+  const int threads = omp_get_max_threads();
+  const int slices = std::min((C + kBlock - 1) / kBlock, std::max(1, (threads + g.N - 1) / g.N));
+  const int width = ((C + slices - 1) / slices + kBlock - 1) / kBlock * kBlock;
   const int64_t image_in = static_cast<int64_t>(g.H) * g.W * C;
+  const int64_t image_out = static_cast<int64_t>(P) * Q * C;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int n = 0; n < g.N; ++n) {
-    for (int b = 0; b < blocks; ++b) {
-      const int c0 = b * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int sl = 0; sl < slices; ++sl) {
+      const int c0 = sl * width, c1 = std::min(C, c0 + width);
       float* dx = d_in + n * image_in;
-      for (int64_t i = 0; i < static_cast<int64_t>(g.H) * g.W; ++i)
-        for (int c = c0; c < c1; ++c) dx[i * C + c] = 0.0f;
-      for (int64_t o = 0; o < static_cast<int64_t>(P) * Q; ++o) {
-        const int64_t base = (static_cast<int64_t>(n) * P * Q + o) * C;
-        for (int c = c0; c < c1; ++c) {
-          const int32_t pos = argmax[base + c];
-          if (pos >= 0) dx[static_cast<int64_t>(pos) * C + c] += d_out[base + c];
-        }
+      const float* dy = d_out + n * image_out;
+      const int32_t* winner = argmax + n * image_out;
+      // Input rows [0, zeroed) are zeroed; each row just before the first window that reaches
+      // it, so it is still in cache when the scatter adds into it.
+      int zeroed = 0;
+      const auto zero_rows_below = [&](int h_end) {
+        for (; zeroed < h_end; ++zeroed)
+          for (int64_t w = 0; w < g.W; ++w) {
+            float* row = dx + (static_cast<int64_t>(zeroed) * g.W + w) * C;
+            for (int c = c0; c < c1; ++c) row[c] = 0.0f;
+          }
+      };
+      for (int p = 0; p < P; ++p) {
+        zero_rows_below(std::min(g.H, p * g.stride - g.pad + g.R));
+        for (int64_t o = static_cast<int64_t>(p) * Q; o < static_cast<int64_t>(p + 1) * Q; ++o)
+          for (int c = c0; c < c1; ++c) {
+            const int32_t pos = winner[o * C + c];
+            if (pos >= 0) dx[static_cast<int64_t>(pos) * C + c] += dy[o * C + c];
+          }
       }
+      zero_rows_below(g.H);
     }
   }
 }

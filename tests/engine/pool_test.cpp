@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -49,18 +50,24 @@ TEST_CASE("max pool matches a naive reference and passes a gradient check", "[en
                                            {2, 8, 6, 5, 3, 3, 2, 1},
                                            {3, 5, 9, 17, 3, 3, 2, 1},
                                            {1, 4, 4, 2, 2, 2, 2, 0},
-                                           {2, 6, 5, 4, 3, 3, 1, 1}};
+                                           {2, 6, 5, 4, 3, 3, 1, 1},
+                                           // rows 2 and 5 in no window (zeroed all the same);
+                                           // 40 channels over 2 threads: 2 channel slices
+                                           {2, 6, 6, 40, 2, 2, 3, 0},
+                                           {1, 9, 7, 40, 3, 3, 2, 1}};
   uint32_t seed = 100;
   for (const auto& g : cases) {
     INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R << " s" << g.stride);
     auto x = distinct_values(size_t(g.N) * g.H * g.W * g.C, seed++);
     const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.C;
-    std::vector<float> y(out_n), dx(x.size());
+    // d_in starts as NaN: backward must overwrite every value, in a window or not.
+    std::vector<float> y(out_n), dx(x.size(), std::numeric_limits<float>::quiet_NaN());
     std::vector<int32_t> idx(out_n);
     max_pool_forward(y.data(), idx.data(), x.data(), g);
     CHECK(y == naive_max_pool(x, g));
     auto w = random_vector(out_n, seed++);
     max_pool_backward(dx.data(), w.data(), idx.data(), g);
+    CHECK(std::all_of(dx.begin(), dx.end(), [](float v) { return std::isfinite(v); }));
     auto loss = [&] { return nostrum::testing::weighted_sum(naive_max_pool(x, g), w); };
     CHECK(nostrum::testing::check_gradient("max_pool d_in", x, dx, loss, 1e-3f, 1e-3) ==
           int(x.size()));
