@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -60,14 +59,14 @@ TEST_CASE("max pool matches a naive reference and passes a gradient check", "[en
     INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R << " s" << g.stride);
     auto x = distinct_values(size_t(g.N) * g.H * g.W * g.C, seed++);
     const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.C;
-    // d_in starts as NaN: backward must overwrite every value, in a window or not.
+    // d_in starts as NaN: backward must overwrite every value, in a window or not (the
+    // gradient check counts a NaN as a mismatch).
     std::vector<float> y(out_n), dx(x.size(), std::numeric_limits<float>::quiet_NaN());
     std::vector<int32_t> idx(out_n);
     max_pool_forward(y.data(), idx.data(), x.data(), g);
     CHECK(y == naive_max_pool(x, g));
     auto w = random_vector(out_n, seed++);
     max_pool_backward(dx.data(), w.data(), idx.data(), g);
-    CHECK(std::all_of(dx.begin(), dx.end(), [](float v) { return std::isfinite(v); }));
     auto loss = [&] { return nostrum::testing::weighted_sum(naive_max_pool(x, g), w); };
     CHECK(nostrum::testing::check_gradient("max_pool d_in", x, dx, loss, 1e-3f, 1e-3) ==
           int(x.size()));
