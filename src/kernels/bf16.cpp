@@ -51,16 +51,6 @@ void convert_to_bf16(uint16_t* dst, const float* src, int64_t count) {
   for (int64_t i = 0; i < count; ++i) dst[i] = fp32_to_bf16(src[i]);
 }
 
-void convert_from_bf16(float* dst, const uint16_t* src, int64_t count) {
-  if (cpu_features().avx512()) {
-    note_dispatch(DispatchSite::kBf16Convert, Isa::kAvx512);
-    bf16_avx512::widen(dst, src, count);
-    return;
-  }
-  note_dispatch(DispatchSite::kBf16Convert, Isa::kBaseline);
-  for (int64_t i = 0; i < count; ++i) dst[i] = bf16_to_fp32(src[i]);
-}
-
 const char* precision_name(Precision p) {
   return p == Precision::kBf16 ? "bf16" : "fp32";
 }

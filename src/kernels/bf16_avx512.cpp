@@ -253,20 +253,6 @@ void convert(uint16_t* dst, const float* src, int64_t count) {
   }
 }
 
-void widen(float* dst, const uint16_t* src, int64_t count) {
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                       reinterpret_cast<const __m256i*>(src + i))),
-                                                   16));
-  if (i < count) {
-    const __mmask16 k = first(count - i);
-    _mm512_mask_storeu_epi32(
-        dst + i, k,
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src + i)), 16));
-  }
-}
-
 void rows_to_words(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds, int rows,
                    int cols) {
   rows_to_words_of(dst, ld_words, src, lds, rows, cols);

@@ -10,8 +10,6 @@ namespace nostrum::kernels::bf16_avx512 {
 
 // dst[i] = bf16 of src[i] (round to nearest even, NaN kept): bit-identical to fp32_to_bf16.
 void convert(uint16_t* dst, const float* src, int64_t count);
-// dst[i] = src[i] widened (exact): bit-identical to bf16_to_fp32.
-void widen(float* dst, const uint16_t* src, int64_t count);
 
 // Row-major words: dst[r * ld_words + p] = (src[r][2p], src[r][2p+1]) for rows [0, rows), the
 // high half 0 past cols, words from ceil(cols/2) rounded up to 16 (at most ld_words) not written.

@@ -38,9 +38,6 @@ namespace bf16_avx512 {
 void convert(uint16_t*, const float*, int64_t) {
   x86_only("bf16_avx512::convert");
 }
-void widen(float*, const uint16_t*, int64_t) {
-  x86_only("bf16_avx512::widen");
-}
 void rows_to_words(uint32_t*, int64_t, const float*, int64_t, int, int) {
   x86_only("bf16_avx512::rows_to_words");
 }

@@ -45,8 +45,6 @@ inline float round_to_bf16(float x) {
 
 // dst[i] = fp32_to_bf16(src[i]), AVX-512 where the CPU has it; bit-identical to the scalar loop.
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
-// dst[i] = bf16_to_fp32(src[i]) (exact), AVX-512 where the CPU has it.
-void convert_from_bf16(float* dst, const uint16_t* src, int64_t count);
 
 // ---- availability (the CPU features table: nostrum/core/cpu_features.hpp) ----
 
