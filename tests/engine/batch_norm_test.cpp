@@ -280,7 +280,8 @@ TEST_CASE("batch norm rejects a single value per channel", "[engine][batch_norm]
 
 TEST_CASE("batch norm backward writes its input gradient in bf16 as the fp32 one rounded",
           "[engine][batch_norm]") {
-  // C = 5000: wider than backward's fp32 tile (one row per tile); rows odd, split over threads.
+  // C = 3, 20, 300: vector tails; C = 5000: past the sums' 4096-channel slices; rows odd, split
+  // over threads.
   for (int C : {20, 3, 300, 5000})
     for (bool relu : {false, true}) {
       const int64_t rows = C > 1000 ? 7 : 5 * 7 * 3;
@@ -308,8 +309,8 @@ TEST_CASE("batch norm backward writes its input gradient in bf16 as the fp32 one
 
 TEST_CASE("batch norm writes its output in bf16 as the fp32 one rounded; backward's mask reads it",
           "[engine][batch_norm]") {
-  // C = 300 over 3200 rows: 50 rows a chunk, so backward's statistics widen the bf16 output in
-  // 16-row tiles with a partial last one; C = 5000: one row per forward tile.
+  // C = 300 over 3200 rows: 50 rows a chunk, so backward's statistics sum the bf16 output in
+  // 16-row partials with a partial last one; C = 5000: past the sums' 4096-channel slices.
   for (int C : {20, 3, 300, 5000})
     for (bool relu : {false, true}) {
       const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
@@ -370,23 +371,22 @@ TEST_CASE("batch norm writes its output in bf16 as the fp32 one rounded; backwar
 TEST_CASE("batch norm adds a bf16 residual as its widened fp32 values", "[engine][batch_norm]") {
   // The bf16 residual stream: a residual block's last batch norm reads its shortcut in bf16. The
   // same bits as the fp32 residual holding the widened values, written in fp32 or bf16, in
-  // training and in eval; C = 5000 is one row per tile, C = 300 several tiles per thread.
+  // training and in eval; C = 5000 past the sums' 4096-channel slices, C = 300 over 3200 rows
+  // several 50-row chunks per thread.
   for (int C : {20, 3, 300, 5000})
     for (bool relu : {false, true}) {
       const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
       INFO("C " << C << " relu " << relu);
       const auto x = random_vector(rows * C, 31);
       const Rounded z(random_vector(rows * C, 32, -3.0f, 3.0f));
-      const std::vector<float>& z_widened = z.widened;
-      const std::vector<uint16_t>& z_bf16 = z.words;
       BatchNormOptions o;
       o.fuse_relu = relu;
-      o.residual = z_widened.data();
+      o.residual = z.widened.data();
       Bn ref(rows, C, 33), bf(rows, C, 33), both(rows, C, 33);
       ref.forward(x, o);
       BatchNormOptions ob;
       ob.fuse_relu = relu;
-      ob.residual_bf16 = z_bf16.data();
+      ob.residual_bf16 = z.words.data();
       bf.forward(x, ob);
       size_t differ = 0;
       for (int64_t i = 0; i < rows * C; ++i) differ += bf.out[i] != ref.out[i];
@@ -412,34 +412,32 @@ TEST_CASE("batch norm adds a bf16 residual as its widened fp32 values", "[engine
       CHECK(differ == 0);
       // Both kinds of residual at once is a caller's error, named.
       BatchNormOptions bad = ob;
-      bad.residual = z_widened.data();
+      bad.residual = z.widened.data();
       CHECK_THROWS_AS(both.forward(x, bad), ShapeError);
     }
 }
 
 TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][batch_norm]") {
-  // A conv output kept in bf16: the statistics, the normalisation and the backward read it widened
-  // a tile at a time. The same bits as the fp32 input holding the widened values, alone and with
-  // the bf16 output, gradient and residual, per rank and synced; C = 300 over 3200 rows puts
-  // several tiles in a statistics chunk and a partial last one.
+  // A conv output kept in bf16: the statistics, the normalisation and the backward widen it as
+  // they read it. The same bits as the fp32 input holding the widened values, alone and with the
+  // bf16 output, gradient and residual, per rank and synced; C = 300 over 3200 rows puts several
+  // 16-row partial sums in a statistics chunk and a partial last one.
   for (int C : {20, 3, 300, 5000})
     for (bool relu : {false, true})
       for (bool synced : {false, true}) {
         const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
         INFO("C " << C << " relu " << relu << " synced " << synced);
         const Rounded x(random_vector(rows * C, 41, -2.0f, 3.0f));
-        const std::vector<float>& x_widened = x.widened;
-        const std::vector<uint16_t>& x_bf16 = x.words;
         const auto dy = random_vector(rows * C, 42, -1e4f, 1e4f);
         TwinReducer twin;
         BatchNormOptions o;
         o.fuse_relu = relu;
         o.reducer = synced ? &twin : nullptr;
         Bn ref(rows, C, 43), bf(rows, C, 43);
-        ref.forward(x_widened, o);
-        ref.backward(x_widened, dy, o);
+        ref.forward(x.widened, o);
+        ref.backward(x.widened, dy, o);
         BatchNormOptions ob = o;
-        ob.in_bf16 = x_bf16.data();
+        ob.in_bf16 = x.words.data();
         const std::vector<float> poisoned(rows * C, std::nanf(""));  // in must not be read
         bf.forward(poisoned, ob);
         const auto mismatches = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -457,16 +455,14 @@ TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][
         CHECK(mismatches(bf.dbeta, ref.dbeta) == 0);
         // With every other bf16 tensor too: output, input gradient, residual.
         const Rounded z(random_vector(rows * C, 44));
-        const std::vector<float>& z_widened = z.widened;
-        const std::vector<uint16_t>& z_bf16 = z.words;
         std::vector<uint16_t> y(rows * C);
         BatchNormOptions oz = o;
-        oz.residual = z_widened.data();
+        oz.residual = z.widened.data();
         Bn refz(rows, C, 45), all(rows, C, 45);
-        refz.forward(x_widened, oz);
+        refz.forward(x.widened, oz);
         BatchNormOptions oa = o;
-        oa.in_bf16 = x_bf16.data();
-        oa.residual_bf16 = z_bf16.data();
+        oa.in_bf16 = x.words.data();
+        oa.residual_bf16 = z.words.data();
         oa.out_bf16 = y.data();
         all.forward(poisoned, oa);
         size_t differ = 0;
@@ -474,7 +470,7 @@ TEST_CASE("batch norm reads a bf16 input as its widened fp32 values", "[engine][
         CHECK(differ == 0);
         // Eval with the running statistics.
         std::vector<float> eval(rows * C), eval_bf(rows * C), invstd(C);
-        batch_norm_forward_inference(eval.data(), x_widened.data(), ref.gamma.data(),
+        batch_norm_forward_inference(eval.data(), x.widened.data(), ref.gamma.data(),
                                      ref.beta.data(), ref.rmean.data(), ref.rvar.data(), rows, C, o,
                                      invstd.data());
         batch_norm_forward_inference(eval_bf.data(), poisoned.data(), ref.gamma.data(),

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "model_convs.hpp"
 #include "nostrum/core/cpu_features.hpp"
@@ -34,6 +35,13 @@ void check_all(const std::vector<ConvGeometry>& shapes, uint32_t seed) {
   omp_set_num_threads(saved);
   INFO("worst error / bound " << worst);
   CHECK(worst > 0.01);  // bf16 rounding is visible: not an fp32 path in disguise
+}
+
+// values rounded to bf16 words (what the model hands a kernel that takes them in bf16).
+std::vector<uint16_t> bf16_words(const std::vector<float>& values) {
+  std::vector<uint16_t> words(values.size());
+  nostrum::kernels::convert_to_bf16(words.data(), values.data(), int64_t(values.size()));
+  return words;
 }
 
 }  // namespace
@@ -150,8 +158,7 @@ TEST_CASE(
         nostrum::kernels::prepare_onednn(g, ConvPass::kBackwardData, Precision::kFp32, SIZE_MAX)
             ->takes_bf16_d_out());
     const Tensors t = random_tensors(g, rng);
-    std::vector<uint16_t> d_out_bf16(t.d_out.size());
-    nostrum::kernels::convert_to_bf16(d_out_bf16.data(), t.d_out.data(), int64_t(t.d_out.size()));
+    const std::vector<uint16_t> d_out_bf16 = bf16_words(t.d_out);
     for (ConvPass pass : {ConvPass::kBackwardData, ConvPass::kBackwardWeights})
       for (size_t budget : {size_t(SIZE_MAX), size_t(1)}) {  // whole batch; one image a chunk
         auto prepared = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, budget);
@@ -202,8 +209,7 @@ TEST_CASE("oneDNN bf16 candidate: a bf16 input gives forward and backward-weight
     CHECK_FALSE(nostrum::kernels::prepare_onednn(g, ConvPass::kForward, Precision::kFp32, SIZE_MAX)
                     ->takes_bf16_in());
     const Tensors t = random_tensors(g, rng);
-    std::vector<uint16_t> in_bf16(t.in.size());
-    nostrum::kernels::convert_to_bf16(in_bf16.data(), t.in.data(), int64_t(t.in.size()));
+    const std::vector<uint16_t> in_bf16 = bf16_words(t.in);
     for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardWeights})
       for (size_t budget : {size_t(SIZE_MAX), size_t(1)}) {  // whole batch; one image a chunk
         auto prepared = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, budget);
@@ -255,8 +261,7 @@ TEST_CASE("oneDNN bf16 candidate: a bf16 output is the fp32 one rounded, whole a
         nostrum::kernels::prepare_onednn(g, ConvPass::kBackwardData, Precision::kBf16, SIZE_MAX)
             ->writes_bf16_out());
     const Tensors t = random_tensors(g, rng);
-    std::vector<uint16_t> in_bf16(t.in.size());
-    nostrum::kernels::convert_to_bf16(in_bf16.data(), t.in.data(), int64_t(t.in.size()));
+    const std::vector<uint16_t> in_bf16 = bf16_words(t.in);
     for (size_t budget : {size_t(SIZE_MAX), size_t(1)}) {
       auto prepared =
           nostrum::kernels::prepare_onednn(g, ConvPass::kForward, Precision::kBf16, budget);
