@@ -134,7 +134,7 @@ Options parse(int argc, char** argv) {
   NOSTRUM_CHECK(abs <= 1, nostrum::OptionError,
                 "one A/B at a time: more than one of --bf16-handover, --bf16-block-outputs and "
                 "--bf16-conv-outputs is ab",
-                "--bf16-block-outputs", kUsage);
+                "--bf16-handover, --bf16-block-outputs, --bf16-conv-outputs", kUsage);
   return o;
 }
 

@@ -484,17 +484,14 @@ void OnednnConv::forward(float* out, const float* in, const float* weight, void*
                 "oneDNN conv: a bf16 output from a primitive without one", describe(m.g));
   m.attach(workspace);
   Impl::point(m.in_user, in), Impl::point(m.weight_user, weight), Impl::point(m.out_user, out);
-  if (out_bf16) m.out_bf16_user.set_data_handle(out_bf16);
-  // The weights in the layout of the primitive that runs.
-  if (out_bf16)
-    Impl::run(m.weight_in_bf16_out, m.weight_in_bf16_out_args);
-  else
-    Impl::run(m.weight_in, m.weight_in_args);
+  // The primitive writing the output's type, after the weights' reorder into its layout.
+  const bool bf16_out = out_bf16 != nullptr;
+  if (bf16_out) m.out_bf16_user.set_data_handle(out_bf16);
+  Impl::run(bf16_out ? m.weight_in_bf16_out : m.weight_in,
+            bf16_out ? m.weight_in_bf16_out_args : m.weight_in_args);
   m.take_input(in_bf16);
-  if (out_bf16)
-    m.conv_bf16_out.execute(cpu_stream(), m.conv_bf16_out_args);
-  else
-    m.conv.execute(cpu_stream(), m.conv_args);
+  (bf16_out ? m.conv_bf16_out : m.conv)
+      .execute(cpu_stream(), bf16_out ? m.conv_bf16_out_args : m.conv_args);
   cpu_stream().wait();
 }
 
