@@ -159,31 +159,42 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   const int64_t pieces = row_blocks * column_blocks;
   const bool pair_major = trans_a == Trans::kYes;
 
-#pragma omp parallel num_threads(threads) if (threaded)
-  {
+  // One (piece, k-block) step: A's block as bf16 words, then its products.
+  const auto step = [&](uint32_t* words, int64_t piece, int p0) {
+    const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
+    const int i0 = int(rb * block_rows), rows = std::min(M - i0, block_rows);
+    const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
+    const int pairs = std::min(kBlockPairs, b.pairs - p0);
+    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);  // A's columns in this block
+    if (pair_major)                                       // A stored (K x M): pairs of its rows
+      bf16_avx512::interleave_rows(words, kBlockRows, A + int64_t(2 * p0) * lda + i0, lda, k, rows);
+    else
+      bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows, k);
+    bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows, n,
+                            pairs, alpha, beta, p0 == 0);
+  };
+  const auto block_words = [] {
     std::vector<uint32_t>& buffer = a_words();
     if (buffer.size() < size_t(kBlockRows) * kBlockPairs)
       buffer.resize(size_t(kBlockRows) * kBlockPairs);
-    uint32_t* words = buffer.data();
+    return buffer.data();
+  };
+  if (threads == 1) {
+    // One thread (also each thread of a per-thread conv): k-blocks outer, so that a pair-major
+    // A (a weight gradient's output gradient, rows of all M values) is read row after whole row
+    // (the second piece's part of a row is still cached) instead of once per piece with a stride
+    // the prefetcher does not follow. Each C value still sums its k-blocks in order: the same bits.
+    uint32_t* words = block_words();
+    for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
+      for (int64_t piece = 0; piece < pieces; ++piece) step(words, piece, p0);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    uint32_t* words = block_words();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t piece = 0; piece < pieces; ++piece) {
-      const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
-      const int i0 = int(rb * block_rows), rows = std::min(M - i0, block_rows);
-      const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
-      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs) {
-        const int pairs = std::min(kBlockPairs, b.pairs - p0);
-        const int k = std::min(K - 2 * p0, 2 * kBlockPairs);  // A's columns in this block
-        // A's block as bf16 words, once per (rows, pairs) block.
-        if (pair_major)  // A stored (K x M): pairs of its rows
-          bf16_avx512::interleave_rows(words, kBlockRows, A + int64_t(2 * p0) * lda + i0, lda, k,
-                                       rows);
-        else
-          bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows,
-                                     k);
-        bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows,
-                                n, pairs, alpha, beta, p0 == 0);
-      }
-    }
+    for (int64_t piece = 0; piece < pieces; ++piece)
+      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs) step(words, piece, p0);
   }
 }
 

@@ -111,6 +111,23 @@ inline __m512i column_words(const uint16_t* a, const uint16_t* b, __mmask16 k) {
       lo, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b)), 16));
 }
 
+// 32 words pairing 32 columns of bf16 rows a (low halves) and b (high halves), in two registers
+// (columns 0-15, 16-31): one load of each row, one two-source permute for each half.
+inline void column_words32(const uint16_t* a, const uint16_t* b, __m512i& lo, __m512i& hi) {
+  // Half-word 2i of lo is a[i], 2i + 1 is b[i] (index bit 5 picks b); hi the same from column 16.
+  const __m512i lo_index =
+      _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                       37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi_index = _mm512_add_epi16(lo_index, _mm512_set1_epi16(16));
+  const __m512i va = _mm512_loadu_si512(a), vb = _mm512_loadu_si512(b);
+  lo = _mm512_permutex2var_epi16(va, lo_index, vb);
+  hi = _mm512_permutex2var_epi16(va, hi_index, vb);
+}
+inline void column_words32(const float* a, const float* b, __m512i& lo, __m512i& hi) {
+  lo = column_words(a, b, 0xffff);
+  hi = column_words(a + 16, b + 16, 0xffff);
+}
+
 // r[i] word q -> r[q] word i, for 16 registers of 16 words: 32-bit then 64-bit interleaves
 // within 128-bit lanes, then two rounds of lane shuffles.
 inline void transpose16(__m512i r[16]) {
@@ -160,7 +177,15 @@ void interleave_rows_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t l
     const T* a = src + r * lds;
     const T* b = r + 1 < rows ? a + lds : nullptr;
     uint32_t* d = dst + (r / 2) * ld_words;
-    for (int64_t c = 0; c < width; c += 16)
+    int64_t c = 0;
+    if (b)  // whole 32-column groups of a pair of rows
+      for (; c + 32 <= width && c + 32 <= cols; c += 32) {
+        __m512i lo, hi;
+        column_words32(a + c, b + c, lo, hi);
+        _mm512_storeu_si512(d + c, lo);
+        _mm512_storeu_si512(d + c + 16, hi);
+      }
+    for (; c < width; c += 16)
       _mm512_mask_storeu_epi32(d + c, first(ld_words - c),
                                column_words(a + c, b ? b + c : nullptr, first(cols - c)));
   }
@@ -180,7 +205,15 @@ void pack_b_rows_of(uint32_t* dst, int n_padded, const T* src, int64_t lds, int 
     for (int s = s0; s < s1; ++s) {
       const int j0 = kStrip * s, w = layout.width(s);
       uint32_t* d = dst + int64_t(j0) * pairs + int64_t(p) * w;
-      for (int c = 0; c < w; c += 16)
+      int c = 0;
+      if (b && w == kStrip && j0 + kStrip <= cols) {  // a whole strip of a pair of rows
+        __m512i lo, hi;
+        column_words32(a + j0, b + j0, lo, hi);
+        _mm512_storeu_si512(d, lo);
+        _mm512_storeu_si512(d + 16, hi);
+        c = kStrip;
+      }
+      for (; c < w; c += 16)
         _mm512_storeu_si512(
             d + c, column_words(a + j0 + c, b ? b + j0 + c : nullptr, first(cols - j0 - c)));
     }
