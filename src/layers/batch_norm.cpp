@@ -167,12 +167,11 @@ NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA
                      (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
 // a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
-// partials of kBlockRows rows as above. With masked (dy's storage again, writable, with y): g is
-// also stored back into it, so the masked gradient outlives the pass.
+// partials of kBlockRows rows as above.
 template <typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* __restrict b,
-                                                  const float* dy, float* masked,
-                                                  const X* __restrict x, const Y* __restrict y,
+                                                  const float* __restrict dy, const X* __restrict x,
+                                                  const Y* __restrict y,
                                                   const float* __restrict mean, int64_t rows,
                                                   int C) {
   float pa[kSliceChannels], pb[kSliceChannels];
@@ -185,17 +184,7 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
       const float* dyr = dy + at;
       const X* xr = x + at;
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
-      if (y && masked) {
-        const Y* yr = y + at;
-        float* gr = masked + at;
-        for (int64_t r = 0; r < rn; ++r)
-          for (int c = 0; c < n; ++c) {
-            const float g = kernels::relu_grad(gr[r * C + c], load_value(yr, r * C + c));
-            gr[r * C + c] = g;
-            pa[c] += g;
-            pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
-          }
-      } else if (y) {
+      if (y) {
         const Y* yr = y + at;
         for (int64_t r = 0; r < rn; ++r)
           for (int c = 0; c < n; ++c) {
@@ -220,10 +209,10 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
 }
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      backward_sum_rows,
-                     (double* __restrict a, double* __restrict b, const float* dy, float* masked,
+                     (double* __restrict a, double* __restrict b, const float* __restrict dy,
                       const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
                       int64_t rows, int C),
-                     (a, b, dy, masked, x, y, mean, rows, C))
+                     (a, b, dy, x, y, mean, rows, C))
 
 // dx = ca * g - ck * (x - mean) + cb (two fused multiply-adds), g = dy masked by y > 0 when y is
 // given; an fp32 dx may alias dy (so neither is restrict).
@@ -460,9 +449,6 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const float* y_fp32 = relu ? out : nullptr;
   const uint16_t* y_bf16 = relu ? options.out_bf16 : nullptr;
   const uint16_t* x_bf16 = options.in_bf16;
-  float* masked = options.d_out_masked;
-  NOSTRUM_CHECK(!masked || (masked == d_out && relu), ShapeError,
-                "d_out_masked must be d_out itself, with fuse_relu", "batch_norm backward");
   double* partial_dy = scratch;                 // (kChunks, C)
   double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
   double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
@@ -477,8 +463,7 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
     if (r1 <= r0) continue;
     with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
       with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
-        backward_sum_rows(a, b, d_out + r0 * C, masked ? masked + r0 * C : nullptr, x, y, save_mean,
-                          r1 - r0, C);
+        backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C);
       });
     });
   }
@@ -512,7 +497,6 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const float* ck = coef + C;
   const float* cb = coef + 2 * C;
   uint16_t* d_in_bf16 = options.d_in_bf16;
-  if (masked) y_fp32 = nullptr, y_bf16 = nullptr;  // d_out holds the masked gradient now
 #pragma omp parallel
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();

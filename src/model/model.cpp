@@ -85,6 +85,7 @@ struct Block {
   std::vector<Layer> path;
   bool residual = false;
   std::vector<Layer> shortcut;  // residual only: the downsample layers, or empty
+  std::string add_name;         // residual: "layer1.0.add", the add + ReLU gradient's name
   // Gradient buffers, assigned by build: the block's output gradient, and its input's. A residual
   // block with an identity shortcut has d_block_input == d_block_output (the path adds onto it);
   // the first block has none (the images need no gradient).
@@ -178,6 +179,7 @@ Block residual_block(const std::string& prefix, ImageShape in, int planes, int s
                      bool bottleneck) {
   Block b;
   b.residual = true;
+  b.add_name = prefix + "add";
   const int out_channels = bottleneck ? planes * 4 : planes;
   ImageShape x = in;
   if (bottleneck) {
@@ -492,39 +494,24 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
   });
 }
 
-// The ReLU after a residual block's add, for the batch norms whose outputs it sums: each masks
-// its output gradient by the block output as it reads it (the add's gradient is the masked block
-// output gradient); store: the path's last one also stores the masked gradient back, for the
-// identity shortcut whose block input gradient that buffer becomes.
-struct AddReluMask {
-  const float* out = nullptr;    // the block output, or
-  uint16_t* out_bf16 = nullptr;  // in bf16 where it was kept so
-  bool store = false;
-};
-
 // d_input = the gradient of l's input from d_output (+= with accumulate: convs only). A batch
-// norm may work in place (d_input == d_output); the other kinds may not. mask: a batch norm under
-// a residual add's ReLU (see AddReluMask).
-void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_output, bool accumulate,
-                    const AddReluMask* mask = nullptr) {
+// norm may work in place (d_input == d_output); the other kinds may not.
+void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_output,
+                    bool accumulate) {
   NOSTRUM_CHECK(!accumulate || l.kind == LayerKind::kConv, ShapeError,
                 "only a conv can add its input gradient onto another", "layer " + l.name);
-  NOSTRUM_CHECK(!mask || l.kind == LayerKind::kBatchNorm, ShapeError,
-                "a residual add's ReLU is masked by the batch norm it follows", "layer " + l.name);
   if (runs_conv_kernels(l)) return conv_backward(s, l, d_input, d_output, accumulate);
   s.timed(l.name, Phase::kBackward, [&] {
     switch (l.kind) {
       case LayerKind::kBatchNorm: {
         layers::BatchNormOptions o;
-        o.fuse_relu = l.relu || mask;
+        o.fuse_relu = l.relu;
         o.reducer = s.reducer;
         if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
-        o.out_bf16 = mask ? mask->out_bf16 : bf16_output(l);  // the ReLU mask
-        const float* relu_out = mask ? mask->out : l.output;
-        if (mask && mask->store) o.d_out_masked = d_output;
-        o.in_bf16 = bf16_input(l);  // the conv's output, kept in bf16
+        o.out_bf16 = bf16_output(l);  // its ReLU mask
+        o.in_bf16 = bf16_input(l);    // the conv's output, kept in bf16
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
-                                    s.param(l, entry::kBias).grad, d_output, l.input, relu_out,
+                                    s.param(l, entry::kBias).grad, d_output, l.input, l.output,
                                     s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
                                     s.rows(l.in), l.in.C, o, s.norm_scratch);
         break;
@@ -549,10 +536,9 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
 // Backward through a chain of layers, last first: d_chain_output is the gradient of its output
 // (left unchanged unless it is one of the pass's temps); the first layer writes d_chain_input (or
 // adds onto it with accumulate). Gradients in between alternate between the two temps; a batch
-// norm works in place on a temp. last_mask: the chain's last layer is a batch norm under a
-// residual add's ReLU.
+// norm works in place on a temp.
 void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_chain_input,
-                    bool accumulate, float* d_chain_output, const AddReluMask* last_mask) {
+                    bool accumulate, float* d_chain_output) {
   float* d_output = d_chain_output;
   for (size_t i = chain.size(); i-- > 1;) {
     const Layer& l = chain[i];
@@ -561,11 +547,10 @@ void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_cha
     float* d_input = (l.kind == LayerKind::kBatchNorm && in_temp && !l.bf16_gradient) ? d_output
                      : (d_output == s.temp[0])                                        ? s.temp[1]
                                                                                       : s.temp[0];
-    backward_layer(s, l, d_input, d_output, false, i + 1 == chain.size() ? last_mask : nullptr);
+    backward_layer(s, l, d_input, d_output, false);
     d_output = d_input;
   }
-  backward_layer(s, chain.front(), d_chain_input, d_output, accumulate,
-                 chain.size() == 1 ? last_mask : nullptr);
+  backward_layer(s, chain.front(), d_chain_input, d_output, accumulate);
 }
 
 void forward_block(const Pass& s, const Block& b) {
@@ -589,22 +574,21 @@ void forward_block(const Pass& s, const Block& b) {
 
 // Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
 void backward_block(const Pass& s, const Block& b) {
-  if (!b.residual)
-    return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output, nullptr);
-  // The ReLU after the add masks d_block_output: the gradient of both addends, the shortcut's
-  // output and the path's. No pass of its own: the batch norms that end the shortcut and the
-  // path mask it as they read it (the path's reads its own output, the block output, for it).
-  // The block input's gradient is the shortcut's plus the path's: the shortcut writes it, the
-  // path's first conv adds. An identity shortcut's is d_block_output itself, masked: the path's
-  // last batch norm stores the masked gradient back as it reads it.
+  if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
+  // The ReLU after the add: d_residual_sum = d_block_output where the output is positive, in
+  // place. It is the gradient of both addends: the shortcut's output and the path's.
   float* d_residual_sum = b.d_block_output;
-  AddReluMask mask;
-  mask.out_bf16 = bf16_output(b.path.back());
-  mask.out = mask.out_bf16 ? nullptr : b.output();
-  if (!b.shortcut.empty())
-    backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum, &mask);
-  mask.store = b.shortcut.empty();
-  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum, &mask);
+  s.timed(b.add_name, Phase::kBackward, [&] {
+    const int64_t count = s.rows(b.out()) * b.out().C;
+    if (const uint16_t* out_bf16 = bf16_output(b.path.back()))
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, count);
+    else
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, b.output(), count);
+  });
+  // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
+  // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
+  if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
+  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
 }
 
 // A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read

@@ -202,68 +202,6 @@ TEST_CASE("fused batch norm + ReLU equals the unfused chain bit for bit", "[engi
   CHECK(fused.dbeta == plain.dbeta);
 }
 
-TEST_CASE("batch norm backward masks its gradient by a residual add's ReLU, in place on request",
-          "[engine][batch_norm]") {
-  // A residual block's ReLU after the add: y = relu(bn(x) + shortcut). The unfused chain masks
-  // the gradient first (relu_backward, in place) and runs the plain backward on it. The batch
-  // norm under the add (the path's, and the downsample's, whose own output is not y) instead
-  // masks by y as it reads d_out; with d_out_masked it also leaves d_out masked (an identity
-  // shortcut's gradient), and its second pass reads that. C = 5000: past the 4096-channel slices.
-  for (int C : {20, 3, 300, 5000})
-    for (bool bf16_y : {false, true}) {
-      const int64_t rows = C > 1000 ? 7 : C == 300 ? 3200 : 5 * 7 * 3;
-      INFO("C " << C << " bf16 mask " << bf16_y);
-      auto x = random_vector(rows * C, 37);
-      auto dy = random_vector(rows * C, 38, -1e4f, 1e4f);
-      // y: the add's ReLU output, zero on about half of the values; in bf16 where kept so.
-      std::vector<float> y = random_vector(rows * C, 39);
-      for (float& v : y) v = std::max(v, 0.0f);
-      const Rounded yr(y);
-      const std::vector<float>& mask = bf16_y ? yr.widened : y;
-      Bn plain(rows, C, 40), bn(rows, C, 40);
-      BatchNormOptions o;
-      plain.forward(x, o);
-      bn.forward(x, o);
-      std::vector<float> d_masked(rows * C);
-      relu_backward(d_masked.data(), dy.data(), mask.data(), rows * C);
-      plain.backward(x, d_masked, o);
-      for (bool store : {false, true}) {
-        INFO("store " << store);
-        std::vector<float> d = dy;
-        BatchNormOptions om;
-        om.fuse_relu = true;
-        if (bf16_y) om.out_bf16 = const_cast<uint16_t*>(yr.words.data());
-        if (store) om.d_out_masked = d.data();
-        std::fill(bn.dx.begin(), bn.dx.end(), -1.0f);
-        batch_norm_backward(bn.dx.data(), bn.dgamma.data(), bn.dbeta.data(), d.data(), x.data(),
-                            bf16_y ? nullptr : y.data(), bn.gamma.data(), bn.mean.data(),
-                            bn.invstd.data(), rows, C, om, bn.scratch.data());
-        size_t differ = 0;
-        for (int64_t i = 0; i < rows * C; ++i) differ += bn.dx[i] != plain.dx[i];
-        CHECK(differ == 0);
-        CHECK(bn.dgamma == plain.dgamma);
-        CHECK(bn.dbeta == plain.dbeta);
-        // d_out: masked where asked, untouched otherwise.
-        differ = 0;
-        for (int64_t i = 0; i < rows * C; ++i) differ += d[i] != (store ? d_masked[i] : dy[i]);
-        CHECK(differ == 0);
-      }
-    }
-  // d_out_masked is d_out itself and needs the ReLU.
-  Bn bn(21, 4, 41);
-  auto x = random_vector(21 * 4, 42);
-  auto dy = random_vector(21 * 4, 43);
-  std::vector<float> other = dy;
-  BatchNormOptions o;
-  bn.forward(x, o);
-  o.fuse_relu = true;
-  o.d_out_masked = other.data();
-  CHECK_THROWS_AS(bn.backward(x, dy, o), ShapeError);
-  o.fuse_relu = false;
-  o.d_out_masked = dy.data();
-  CHECK_THROWS_AS(bn.backward(x, dy, o), ShapeError);
-}
-
 TEST_CASE("batch norm is bit-identical for 1 and 2 threads", "[engine][batch_norm]") {
   const int64_t rows = 1000;
   const int C = 24;

@@ -1,8 +1,9 @@
 // ReLU and the residual add (+ fused ReLU): naive references, kink-aware finite differences, and
-// the fused add+ReLU against the unfused chain.
+// the fused add+ReLU against the unfused chain; its backward's mask read from a bf16 output.
 #include <catch2/catch.hpp>
 
 #include "grad_check.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/layers/relu.hpp"
 #include "nostrum/layers/residual_add.hpp"
 
@@ -58,4 +59,29 @@ TEST_CASE("residual add and fused add+relu", "[engine][relu]") {
   std::vector<float> acc = a;
   accumulate(acc.data(), b.data(), n);
   CHECK(acc == s);
+}
+
+TEST_CASE("add+relu backward reads a bf16 output as its fp32 value", "[engine][relu]") {
+  // The bf16 residual stream's mask: the output kept in bf16 masks exactly where its widened value
+  // does (zeros, negatives, positives and a subnormal that bf16 keeps).
+  const int n = 1031;
+  auto out = random_vector(n, 63);
+  for (int i = 0; i < n; i += 5) out[i] = 0.0f;
+  out[7] = 1e-40f;
+  auto dy = random_vector(n, 64);
+  std::vector<uint16_t> out_bf16(n);
+  std::vector<float> widened(n), expect(n), got(n, -7.0f);
+  for (int i = 0; i < n; ++i) {
+    out_bf16[i] = nostrum::kernels::fp32_to_bf16(out[i]);
+    widened[i] = nostrum::kernels::bf16_to_fp32(out_bf16[i]);
+  }
+  add_relu_backward(expect.data(), dy.data(), widened.data(), n);
+  add_relu_backward(got.data(), dy.data(), out_bf16.data(), n);
+  CHECK(got == expect);
+  CHECK(got[7] == dy[7]);  // the subnormal is positive in bf16 too
+  CHECK(got[0] == 0.0f);
+  // In place, as the model calls it.
+  std::vector<float> d = dy;
+  add_relu_backward(d.data(), d.data(), out_bf16.data(), n);
+  CHECK(d == expect);
 }

@@ -17,13 +17,9 @@ struct BatchNormOptions {
   float eps = 1e-5f;
   bool fuse_relu = false;  // out = max(0, bn(in))
   // Forward only: out = bn(in) + residual (rows, C), before the ReLU when fuse_relu: a residual
-  // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain. Its
-  // backward with fuse_relu masks d_out by that ReLU as it reads it: the add's gradient.
+  // block's last BN, shortcut add and ReLU in one pass, bit-identical to the unfused chain.
+  // Backward is unchanged (the add + ReLU gradient is formed before it).
   const float* residual = nullptr;
-  // Backward only, with fuse_relu: d_out itself, writable. The first pass stores the masked
-  // gradient back into it (a residual sum's gradient, which the shortcut needs too) and the second
-  // reads it unmasked; d_in, d_gamma and d_beta are the same bits as without.
-  float* d_out_masked = nullptr;
   // Forward only: the residual in bf16 (kernels/bf16.hpp), in residual's place (then null): the
   // previous block's output where it was kept so (a bf16 run's residual stream), widened exactly.
   const uint16_t* residual_bf16 = nullptr;
@@ -63,10 +59,8 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
 
 // Backward of the training forward. d_in (rows,C) is overwritten and may alias d_out (rows,C);
 // d_gamma, d_beta (C) are OVERWRITTEN with this rank's gradients (the gradient allreduce sums
-// them); in (rows,C) is the forward input; out (rows,C) the ReLU's output that masks d_out, read
-// only when fuse_relu: the forward output, or for a batch norm summed into a residual before
-// that ReLU (a downsample's), the sum's ReLU output. With a reducer, the two per-channel sums that
-// d_in needs are summed over the group.
+// them); in (rows,C) is the forward input; out (rows,C) the forward output, read only when
+// fuse_relu. With a reducer, the two per-channel sums that d_in needs are summed over the group.
 void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float* d_out,
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
