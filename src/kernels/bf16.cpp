@@ -159,8 +159,25 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   const int64_t pieces = row_blocks * column_blocks;
   const bool pair_major = trans_a == Trans::kYes;
 
-  // One (piece, k-block) step: A's block as bf16 words, then its products.
-  const auto step = [&](uint32_t* words, int64_t piece, int p0) {
+  // The A source of step (piece, p0), as rows of bytes (nothing past the last step).
+  const auto source = [&](int64_t piece, int p0) {
+    bf16_avx512::Prefetch f;
+    if (piece >= pieces || p0 >= b.pairs) return f;
+    const int i0 = int(piece / column_blocks * block_rows), rows = std::min(M - i0, block_rows);
+    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);
+    f.stride = int64_t(lda) * int64_t(sizeof(AValue));
+    if (pair_major) {
+      f.base = reinterpret_cast<const char*>(A + int64_t(2 * p0) * lda + i0);
+      f.rows = k, f.row_bytes = rows * int(sizeof(AValue));
+    } else {
+      f.base = reinterpret_cast<const char*>(A + int64_t(i0) * lda + 2 * p0);
+      f.rows = rows, f.row_bytes = k * int(sizeof(AValue));
+    }
+    return f;
+  };
+  // One (piece, k-block) step: A's block as bf16 words, then its products, which prefetch the
+  // source of the step after it.
+  const auto step = [&](uint32_t* words, int64_t piece, int p0, const bf16_avx512::Prefetch& next) {
     const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
     const int i0 = int(rb * block_rows), rows = std::min(M - i0, block_rows);
     const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
@@ -171,7 +188,7 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     else
       bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows, k);
     bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows, n,
-                            pairs, alpha, beta, p0 == 0);
+                            pairs, alpha, beta, p0 == 0, next);
   };
   const auto block_words = [] {
     std::vector<uint32_t>& buffer = a_words();
@@ -186,7 +203,9 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     // the prefetcher does not follow. Each C value still sums its k-blocks in order: the same bits.
     uint32_t* words = block_words();
     for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
-      for (int64_t piece = 0; piece < pieces; ++piece) step(words, piece, p0);
+      for (int64_t piece = 0; piece < pieces; ++piece)
+        step(words, piece, p0,
+             piece + 1 < pieces ? source(piece + 1, p0) : source(0, p0 + kBlockPairs));
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -194,7 +213,8 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     uint32_t* words = block_words();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t piece = 0; piece < pieces; ++piece)
-      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs) step(words, piece, p0);
+      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
+        step(words, piece, p0, source(piece, p0 + kBlockPairs));
   }
 }
 

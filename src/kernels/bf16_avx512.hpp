@@ -66,11 +66,22 @@ void pack_b_columns(uint32_t* dst, int n_padded, const float* src, int64_t lds, 
 constexpr int kBlockRows = 168;  // 12 tiles of 14 rows (2 strips) or 7 of 24 (1 strip)
 constexpr int kBlockPairs = 192;
 
+// Memory that a block's tiles pull into the cache while they compute, one 64-byte line per k-pair
+// step: the next block's A source, which its conversion then finds cached instead of waiting on
+// memory between blocks. rows rows of row_bytes bytes, stride bytes apart; nothing when rows is 0.
+struct Prefetch {
+  const char* base = nullptr;
+  int64_t stride = 0;
+  int rows = 0;
+  int row_bytes = 0;
+};
+
 // C[i][j] (i < M, j < N, row stride ldc) = alpha * sum_p A(i, p) . B(p0 + p, j0 + j) + beta *
 // C[i][j] when overwrite (beta == 0 never reads C), else C[i][j] += alpha * sum, for p < pairs
 // (<= kBlockPairs), M <= kBlockRows; j0 a multiple of 32.
 void gemm_block(float* C, int64_t ldc, const uint32_t* A, bool pair_major, const PackedB& B, int p0,
-                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite);
+                int j0, int M, int N, int pairs, float alpha, float beta, bool overwrite,
+                const Prefetch& next = {});
 
 // iterations rounds of 24 independent vdpbf16ps chains in registers; returns a value that depends
 // on every chain (so nothing is optimised away).

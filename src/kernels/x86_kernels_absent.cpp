@@ -60,7 +60,7 @@ void pack_b_columns(uint32_t*, int, const float*, int64_t, int, int, int, int) {
   x86_only("bf16_avx512::pack_b_columns");
 }
 void gemm_block(float*, int64_t, const uint32_t*, bool, const PackedB&, int, int, int, int, int,
-                float, float, bool) {
+                float, float, bool, const Prefetch&) {
   x86_only("bf16_avx512::gemm_block");
 }
 float dot_probe(int64_t) {
