@@ -166,7 +166,11 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   // The rest of the calls in rounds, one call of every candidate still racing per round (a drift
   // of the machine's speed then weighs on all alike); after each round, a candidate with more
   // than half its calls slower than the best median so far drops out (its median would be too).
-  const int calls = std::max(1, options.calls);
+  int calls = std::max(1, options.calls);
+  if (fastest_first > 0.0 && options.max_calls > calls)
+    calls = int(
+        std::min<double>(options.max_calls,
+                         std::max<double>(calls, std::ceil(options.min_seconds / fastest_first))));
   for (int round = 1; round < calls; ++round) {
     for (size_t i = 0; i < count; ++i)
       if (racing[i]) seconds[i].push_back(call(i));
@@ -269,10 +273,12 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
   std::vector<std::string> lines;
   for (const ConvChoice& row : table.rows) {
     std::string line = conv_shape_name(row.shape.g) + " " + conv_pass_name(row.shape.pass) + ":";
+    int most = 0;  // the calls of the candidates that ran every round
+    for (const ConvTiming& t : row.timings) most = std::max(most, t.calls);
     for (const ConvTiming& t : row.timings) {
       char text[96];
       std::snprintf(text, sizeof text, " %s %.3f ms%s", t.candidate.c_str(), t.seconds * 1e3,
-                    t.calls < ConvMeasureOptions{}.calls ? "*" : "");
+                    t.calls < most ? "*" : "");
       line += text;
     }
     line += " -> " + row.chosen + " (" + conv_choice_source_name(row.source) + ")";

@@ -115,6 +115,15 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
         T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}});
   CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
   CHECK(schedule({}).empty());
+  // Short passes get more rounds: 5 ms / the fastest first call, 3 at least, 9 at most. A 1 ms
+  // pass: 5 calls each; the slower drops out once more than half of 5 are above the best median.
+  const std::vector<double> ms(5, 0.001), slow = {0.0011, 0.0012, 0.0013, 0.0011, 0.0012};
+  CHECK(schedule({ms, slow}) == T{ms, {0.0011, 0.0012, 0.0013}});
+  CHECK(schedule({std::vector<double>(9, 0.0001)}) == T{std::vector<double>(9, 0.0001)});
+  CHECK(schedule({std::vector<double>(3, 0.004)}) == T{std::vector<double>(3, 0.004)});
+  // A slow first call of the fastest decides it for all (the rounds follow the fastest first).
+  CHECK(schedule({{0.0025, 0.001, 0.001}, {0.003, 0.001, 0.001}}) ==
+        T{{0.0025, 0.001, 0.001}, {0.003, 0.001, 0.001}});
 }
 
 namespace {

@@ -62,6 +62,11 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 
 struct ConvMeasureOptions {
   int calls = 3;  // calls per candidate (the median is kept); the first is also its warm-up
+  // Short passes get more: as many rounds as min_seconds / the fastest first call, up to
+  // max_calls, so that a pass of a tenth of a millisecond is not decided by three calls on a
+  // machine whose speed moves by more than the candidates differ.
+  int max_calls = 9;
+  double min_seconds = 0.005;
   // A candidate is cut short once it cannot win: its first call took more than cutoff times the
   // fastest first call, or more than half its calls were slower than the best median so far (its
   // median would be too). Its time is then the median of the calls it made, above the best, so it
