@@ -159,36 +159,42 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   const int64_t pieces = row_blocks * column_blocks;
   const bool pair_major = trans_a == Trans::kYes;
 
-  // The A source of step (piece, p0), as rows of bytes (nothing past the last step).
+  // A's block of step (piece, p0): its first row, its rows of the block (i0, rows) and its k.
+  struct ABlock {
+    const AValue* src;
+    int i0, rows, k;
+  };
+  const auto a_block = [&](int64_t piece, int p0) {
+    const int i0 = int(piece / column_blocks * block_rows);
+    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);             // A's columns in this block
+    const AValue* src = pair_major ? A + int64_t(2 * p0) * lda + i0  // A stored (K x M)
+                                   : A + int64_t(i0) * lda + 2 * p0;
+    return ABlock{src, i0, std::min(M - i0, block_rows), k};
+  };
+  // The source of step (piece, p0) as rows of bytes (nothing past the last step).
   const auto source = [&](int64_t piece, int p0) {
     bf16_avx512::Prefetch f;
     if (piece >= pieces || p0 >= b.pairs) return f;
-    const int i0 = int(piece / column_blocks * block_rows), rows = std::min(M - i0, block_rows);
-    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);
+    const ABlock a = a_block(piece, p0);
+    f.base = reinterpret_cast<const char*>(a.src);
     f.stride = int64_t(lda) * int64_t(sizeof(AValue));
-    if (pair_major) {
-      f.base = reinterpret_cast<const char*>(A + int64_t(2 * p0) * lda + i0);
-      f.rows = k, f.row_bytes = rows * int(sizeof(AValue));
-    } else {
-      f.base = reinterpret_cast<const char*>(A + int64_t(i0) * lda + 2 * p0);
-      f.rows = rows, f.row_bytes = k * int(sizeof(AValue));
-    }
+    f.rows = pair_major ? a.k : a.rows;
+    f.row_bytes = (pair_major ? a.rows : a.k) * int(sizeof(AValue));
     return f;
   };
   // One (piece, k-block) step: A's block as bf16 words, then its products, which prefetch the
   // source of the step after it.
   const auto step = [&](uint32_t* words, int64_t piece, int p0, const bf16_avx512::Prefetch& next) {
-    const int64_t rb = piece / column_blocks, cb = piece % column_blocks;
-    const int i0 = int(rb * block_rows), rows = std::min(M - i0, block_rows);
+    const ABlock a = a_block(piece, p0);
+    const int64_t cb = piece % column_blocks;
     const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
     const int pairs = std::min(kBlockPairs, b.pairs - p0);
-    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);  // A's columns in this block
-    if (pair_major)                                       // A stored (K x M): pairs of its rows
-      bf16_avx512::interleave_rows(words, kBlockRows, A + int64_t(2 * p0) * lda + i0, lda, k, rows);
+    if (pair_major)  // pairs of A's rows
+      bf16_avx512::interleave_rows(words, kBlockRows, a.src, lda, a.k, a.rows);
     else
-      bf16_avx512::rows_to_words(words, kBlockPairs, A + int64_t(i0) * lda + 2 * p0, lda, rows, k);
-    bf16_avx512::gemm_block(C + int64_t(i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, rows, n,
-                            pairs, alpha, beta, p0 == 0, next);
+      bf16_avx512::rows_to_words(words, kBlockPairs, a.src, lda, a.rows, a.k);
+    bf16_avx512::gemm_block(C + int64_t(a.i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, a.rows,
+                            n, pairs, alpha, beta, p0 == 0, next);
   };
   const auto block_words = [] {
     std::vector<uint32_t>& buffer = a_words();

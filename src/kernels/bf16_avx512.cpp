@@ -44,37 +44,28 @@ inline __m512i pair_words(__m512 a, __m512 b) {
                          _mm512_and_si512(round_bits(b), _mm512_set1_epi32(int(0xffff0000u))));
 }
 
-// Where a block's prefetches have got to in its Prefetch (row, byte in it, lines left), handed
-// from tile to tile.
-struct PrefetchCursor {
-  const char* row = nullptr;
-  int64_t stride = 0;
-  int byte = 0, row_bytes = 0;
-  int64_t left = 0;
-};
-
 // One MR x 16*NB register tile of fp32 accumulators: per k-pair NB loads of 16 B words (the
 // strip's next 64*NB bytes) and MR broadcasts of A words at immediate offsets from one pointer;
 // nothing converted or permuted in the loop. NB = 2 up to 14 rows (28 accumulators), NB = 1 up to
-// 24: well past vdpbf16ps's latency x throughput (6 on Zen 4) either way. Up to `lines` lines of
-// the cursor are prefetched, one or two per k-pair.
+// 24: well past vdpbf16ps's latency x throughput (6 on Zen 4) either way. Meanwhile up to
+// `lines` lines of `next` are prefetched, one or two per k-pair, and `next` advanced past them.
 template <int MR, int NB, bool PAIR_MAJOR>
 __attribute__((noinline)) void tile(float* C, int64_t ldc, const uint32_t* a, const uint32_t* b,
                                     int n_valid, int pairs, float alpha, float beta, bool overwrite,
-                                    PrefetchCursor& cursor, int lines) {
+                                    Prefetch& next, int lines) {
   constexpr int64_t kRow = PAIR_MAJOR ? 1 : kBlockPairs, kPair = PAIR_MAJOR ? kBlockRows : 1;
-  const char* pf_row = cursor.row;
-  int pf_byte = cursor.byte;
-  int pf_left = int(lines < cursor.left ? lines : cursor.left);
+  const char* pf_row = next.base;
+  int pf_byte = next.byte, pf_rows = next.rows;
+  const int64_t left = next.lines_left();
+  int pf_left = int(lines < left ? lines : left);
   const int pf_each = pf_left > pairs ? 2 : 1;
-  const int pf_done = pf_left;
   const auto prefetch = [&] {
     for (int q = 0; q < pf_each; ++q)
       if (pf_left > 0) {
         _mm_prefetch(pf_row + pf_byte, _MM_HINT_T0);
         --pf_left;
         pf_byte += 64;
-        if (pf_byte >= cursor.row_bytes) pf_byte = 0, pf_row += cursor.stride;
+        if (pf_byte >= next.row_bytes) pf_byte = 0, pf_row += next.stride, --pf_rows;
       }
   };
   __m512 acc[MR][NB];
@@ -95,7 +86,7 @@ __attribute__((noinline)) void tile(float* C, int64_t ldc, const uint32_t* a, co
       for (int n = 0; n < NB; ++n) acc[m][n] = _mm512_dpbf16_ps(acc[m][n], av, bv[n]);
     }
   }
-  cursor.row = pf_row, cursor.byte = pf_byte, cursor.left -= pf_done - pf_left;
+  next.base = pf_row, next.byte = pf_byte, next.rows = pf_rows;
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 24
   for (int m = 0; m < MR; ++m)
@@ -250,15 +241,14 @@ constexpr int kRowsWide = 14;    // NB = 2
 constexpr int kRowsNarrow = 24;  // NB = 1
 static_assert(kBlockRows % kRowsWide == 0 && kBlockRows % kRowsNarrow == 0, "whole tiles");
 
-#define NOSTRUM_TILE(r)                                                                   \
-  case r:                                                                                 \
-    tile<r, NB, PM>(C, ldc, a, b, n_valid, pairs, alpha, beta, overwrite, cursor, lines); \
+#define NOSTRUM_TILE(r)                                                                 \
+  case r:                                                                               \
+    tile<r, NB, PM>(C, ldc, a, b, n_valid, pairs, alpha, beta, overwrite, next, lines); \
     break;
 
 template <int NB, bool PM>
 void tile_rows(int mr, float* C, int64_t ldc, const uint32_t* a, const uint32_t* b, int n_valid,
-               int pairs, float alpha, float beta, bool overwrite, PrefetchCursor& cursor,
-               int lines) {
+               int pairs, float alpha, float beta, bool overwrite, Prefetch& next, int lines) {
   // clang-format off
   switch (mr) {
     default: break;
@@ -279,14 +269,11 @@ void tile_rows(int mr, float* C, int64_t ldc, const uint32_t* a, const uint32_t*
 
 template <bool PM>
 void block(float* C, int64_t ldc, const uint32_t* A, const PackedB& B, int p0, int j0, int M, int N,
-           int pairs, float alpha, float beta, bool overwrite, const Prefetch& next) {
+           int pairs, float alpha, float beta, bool overwrite, Prefetch next) {
   constexpr int64_t kRow = PM ? 1 : kBlockPairs;
   // next's lines shared out over the tiles (at most 14-row tiles: a few to spare).
-  PrefetchCursor cursor;
-  cursor.row = next.base, cursor.stride = next.stride, cursor.row_bytes = next.row_bytes;
-  cursor.left = next.rows > 0 ? int64_t(next.rows) * ((next.row_bytes + 63) / 64) : 0;
   const int tiles = ((N + kStrip - 1) / kStrip) * ((M + kRowsWide - 1) / kRowsWide);
-  const int lines = int((cursor.left + tiles - 1) / tiles);
+  const int lines = int((next.lines_left() + tiles - 1) / tiles);
   for (int j = 0; j < N; j += kStrip) {
     const int n = N - j < kStrip ? N - j : kStrip;
     const uint32_t* b = B.at(p0, j0 + j);
@@ -297,9 +284,9 @@ void block(float* C, int64_t ldc, const uint32_t* A, const PackedB& B, int p0, i
       float* c = C + int64_t(i) * ldc + j;
       const uint32_t* a = A + i * kRow;
       if (wide)
-        tile_rows<2, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite, cursor, lines);
+        tile_rows<2, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite, next, lines);
       else
-        tile_rows<1, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite, cursor, lines);
+        tile_rows<1, PM>(mr, c, ldc, a, b, n, pairs, alpha, beta, overwrite, next, lines);
     }
   }
 }

@@ -68,12 +68,17 @@ constexpr int kBlockPairs = 192;
 
 // Memory that a block's tiles pull into the cache while they compute, one 64-byte line per k-pair
 // step: the next block's A source, which its conversion then finds cached instead of waiting on
-// memory between blocks. rows rows of row_bytes bytes, stride bytes apart; nothing when rows is 0.
+// memory between blocks. rows rows of row_bytes bytes, stride bytes apart, from byte `byte` of
+// the row at base; nothing when rows is 0. The tiles advance it as they go.
 struct Prefetch {
   const char* base = nullptr;
   int64_t stride = 0;
   int rows = 0;
   int row_bytes = 0;
+  int byte = 0;
+  int64_t lines_left() const {
+    return rows > 0 ? int64_t(rows) * ((row_bytes + 63) / 64) - byte / 64 : 0;
+  }
 };
 
 // C[i][j] (i < M, j < N, row stride ldc) = alpha * sum_p A(i, p) . B(p0 + p, j0 + j) + beta *
