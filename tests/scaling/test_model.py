@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scaling"))
 
-from scaling_study.calibrate import fit, parse  # noqa: E402
+from scaling_study.calibrate import bench_script, fit, parse, shared_core_speeds  # noqa: E402
 from scaling_study.common import ScalingError  # noqa: E402
 from scaling_study.model import (allreduce_seconds, expected_max_of_normals, link, overlapped_backward,  # noqa: E402
                                  predict_step)
@@ -283,6 +283,27 @@ class Calibration(unittest.TestCase):
         text = ("=== ring 0.25\n2 ranks, ...\nsynchronous  0.25  0.0  1.5  1.5  0.0  0%\n"
                 "overlap  0.25  0.0  9.0  9.0  0.0  0%\n=== ring 1.0\nsynchronous  1  0.0  4.0  4.0  0.0  0%\n")
         self.assertEqual(parse(text), {"ring": [(0.25e6, 1.5e-3), (1e6, 4e-3)]})
+
+    def test_a_size_run_several_times_counts_its_fastest_run(self):
+        run = "=== ring {mb}\nsynchronous  {mb}  0.0  {ms}  {ms}  0.0  0%\noverlap  {mb}  0.0  9.0  9.0  0.0  0%\n"
+        text = "".join(run.format(mb=mb, ms=ms) for mb, ms in
+                       ((0.25, 1.5), (1.0, 4.0), (0.25, 2.9), (1.0, 3.6), (0.25, 1.7), (1.0, 4.4)))
+        self.assertEqual(parse(text), {"ring": [(0.25e6, 1.5 * 1e-3), (1e6, 3.6 * 1e-3)]})
+
+    def test_the_script_runs_every_algorithm_and_size_in_turn(self):
+        script = bench_script("bench", 2, 3, "sbatch", [0.1, 1.0], runs=2)
+        marks = [line for line in script.splitlines() if line.startswith("echo '===")]
+        one = [f"echo '=== {a} {mb}'" for a in ("default", "ring", "rabenseifner") for mb in (0.1, 1.0)]
+        self.assertEqual(marks, one + one)
+
+    def test_the_shared_core_speed_is_the_median_of_its_runs(self):
+        run = "=== shared {i}\nsynchronous  0.2  100.0  {sync}  0.0  0.0  0%\noverlap  0.2  100.0  100.0  50.0  50.0  50%\n"
+        text = "".join(run.format(i=i + 1, sync=s) for i, s in enumerate((62.0, 90.0, 83.0)))
+        speed, speeds = shared_core_speeds(text)
+        self.assertEqual(speeds, [0.62, 0.9, 0.83])
+        self.assertAlmostEqual(speed, 0.83)
+        with self.assertRaises(ScalingError):
+            shared_core_speeds(run.format(i=1, sync=62.0))  # one run of the three
 
 
 class Trace(unittest.TestCase):

@@ -1,9 +1,13 @@
 """scaling-study calibrate: a network profile of the cluster at hand. nostrum-allreduce-bench times
-one allreduce of each size (--sizes-mb) on N nodes (1 rank each), once under Open MPI's own choice and
-once per forced algorithm (coll_tuned_allreduce_algorithm: 4 ring, 6 Rabenseifner); a least-squares
-line t = a + b n per algorithm gives its latency and bandwidth through the model's cost formula.
+one allreduce of each size (--sizes-mb) on N nodes (1 rank each), under Open MPI's own choice and
+under each forced algorithm (coll_tuned_allreduce_algorithm: 4 ring, 6 Rabenseifner); a least-squares
+line t = a + b n per algorithm gives its latency and bandwidth through the model's cost formula. Each
+point is the fastest of CALIBRATION_RUNS runs, taken in turn: on a shared host one run of 3 steps read
+183 ms where its neighbours read 109-116, and the fitted Rabenseifner latency with it 19 ms instead of
+2 ms (the 2-node resnet8 prediction 16-24 % under the measured images/s).
 Then the allreduce's speed (the largest size, in 5 buckets) while a spinning backward shares its core (the benchmark's --busy
-overlap against its synchronous time): 1 where the link limits it, about 1/2 where the core does."""
+overlap against its synchronous time): 1 where the link limits it, about 1/2 where the core does. That speed is the
+median of SHARED_CORE_RUNS runs (single runs read 0.62-0.90 on one 2-node cluster)."""
 import math
 import os
 import re
@@ -17,13 +21,16 @@ from .study import cluster_identity
 
 FORCED = {"ring": 4, "rabenseifner": 6}  # Open MPI's coll_tuned allreduce algorithm numbers
 FORCED_FORMULA = {"ring": "ring", "rabenseifner": "rabenseifner"}
+CALIBRATION_RUNS = 3  # runs of each algorithm and size; the fastest counts
+SHARED_CORE_RUNS = 3  # runs of the shared-core benchmark; their median speed counts
 
 
-def bench_script(bench, nodes, steps, launcher, sizes_mb):
-    """A bash script that runs the benchmark per algorithm and size, each block marked."""
+def bench_script(bench, nodes, steps, launcher, sizes_mb, runs=CALIBRATION_RUNS):
+    """A bash script that runs the benchmark per algorithm and size, each block marked, the whole list runs
+    times over (so a slow moment of the host falls on one run of several points, not on every run of one)."""
     place = "--oversubscribe" if launcher == "local" else "--map-by ppr:1:node --bind-to ${NOSTRUM_MPIRUN_BIND:-core}"
     lines = ["set -e"]
-    for name, number in [("default", None)] + list(FORCED.items()):
+    for name, number in ([("default", None)] + list(FORCED.items())) * runs:
         env = "" if number is None else (f"OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
                                          f"OMPI_MCA_coll_tuned_allreduce_algorithm={number} ")
         for mb in sizes_mb:
@@ -34,11 +41,12 @@ def bench_script(bench, nodes, steps, launcher, sizes_mb):
     return "\n".join(lines)
 
 
-def shared_core_script(bench, nodes, launcher, backward_ms, mb):
-    """mb MB in 5 buckets, synchronous and overlapped with a spinning 25-layer backward."""
+def shared_core_script(bench, nodes, launcher, backward_ms, mb, runs=SHARED_CORE_RUNS):
+    """mb MB in 5 buckets, synchronous and overlapped with a spinning 25-layer backward; runs times, each marked."""
     place = "--oversubscribe" if launcher == "local" else "--map-by ppr:1:node --bind-to ${NOSTRUM_MPIRUN_BIND:-core}"
-    return (f"mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params {int(mb * 1e6 / 4)} "
+    line = (f"mpirun -n {nodes} {place} $NOSTRUM_MPIRUN_ARGS {shlex.quote(bench)} --params {int(mb * 1e6 / 4)} "
             f"--layers 25 --backward-ms {backward_ms:.0f} --busy --steps 3 --bucket-mb {mb / 5} --first-bucket-mb {mb / 5}")
+    return "\n".join(["set -e"] + [f"echo '=== shared {i + 1}'\n{line}" for i in range(runs)])
 
 
 def shared_core_speed(text):
@@ -49,8 +57,18 @@ def shared_core_speed(text):
     return min(1.0, float(times["synchronous"]) / float(times["overlap"]))
 
 
+def shared_core_speeds(text, runs=SHARED_CORE_RUNS):
+    """(median speed, [speed of each run]) from the marked output of shared_core_script."""
+    blocks = re.split(r"^=== shared \d+\s*$", text, flags=re.M)[1:]
+    if len(blocks) != runs:
+        raise ScalingError(f"the shared-core allreduce benchmark printed {len(blocks)} of its {runs} runs")
+    speeds = [shared_core_speed(b) for b in blocks]
+    return sorted(speeds)[len(speeds) // 2], speeds
+
+
 def parse(text):
-    """{algorithm: [(bytes, seconds), ...]} from the marked benchmark output."""
+    """{algorithm: [(bytes, seconds), ...]} from the marked benchmark output, sizes in their first order; a size
+    run more than once counts its fastest run (a shaped link is never faster than its rate: noise only adds)."""
     out, current = {}, None
     for line in text.splitlines():
         m = re.match(r"=== (\S+) (\S+)", line)
@@ -59,9 +77,11 @@ def parse(text):
             continue
         m = re.match(r"synchronous\s+\S+\s+\S+\s+(\S+)", line)
         if m and current:
-            out.setdefault(current[0], []).append((current[1] * 1e6, float(m.group(1)) * 1e-3))
+            sizes = out.setdefault(current[0], {})
+            seconds = float(m.group(1)) * 1e-3
+            sizes[current[1] * 1e6] = min(seconds, sizes.get(current[1] * 1e6, math.inf))
             current = None
-    return out
+    return {name: list(sizes.items()) for name, sizes in out.items()}
 
 
 def fit(points, p, algorithm):
@@ -118,7 +138,7 @@ def calibrate(args):
     if code != 0:
         print(shared_text)
         raise ScalingError("the shared-core allreduce benchmark failed (its output is above)")
-    comm_speed = shared_core_speed(shared_text)
+    comm_speed, comm_speeds = shared_core_speeds(shared_text)
     figures = {}
     for name, points in measured.items():  # Open MPI's own choice as if it were Rabenseifner
         alpha, beta = fit(points, args.nodes, FORCED_FORMULA.get(name, "rabenseifner"))
@@ -134,9 +154,10 @@ def calibrate(args):
                "note": "latency_us and bandwidth_GBps: Open MPI's own algorithm choice (what nostrum-train "
                        "uses), fitted with Rabenseifner's cost formula; 'algorithms': each forced algorithm "
                        "fitted with its own formula; shared_core_comm_speed: the allreduce's speed while "
-                       "a spinning backward shares its core",
+                       "a spinning backward shares its core (the median of calibration.shared_core_comm_speeds)",
                "calibration": {"nodes": args.nodes, "bucket_mb": sizes,
                                "allreduce_ms": {k: [round(1e3 * t, 3) for _, t in v] for k, v in measured.items()},
+                               "shared_core_comm_speeds": [round(v, 3) for v in comm_speeds],
                                "script": script}}
     write_json(args.out, profile)
     print(f"calibrate: {args.out}: "
