@@ -214,6 +214,46 @@ NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSit
                       int64_t rows, int C),
                      (a, b, dy, x, y, mean, rows, C))
 
+// backward_sum_rows with y, the masked gradient also stored: dy = dy masked by y > 0, in place, and
+// a, b (C) += its sums as backward_sum_rows sums them (the same operations in the same order, so
+// the same bits as masking first and summing after).
+template <typename X, typename Y>
+NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __restrict b,
+                                              float* __restrict dy, const X* __restrict x,
+                                              const Y* __restrict y, const float* __restrict mean,
+                                              int64_t rows, int C) {
+  float pa[kSliceChannels], pb[kSliceChannels];
+  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, C - c0);
+    const float* mc = mean + c0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+      const int64_t rn = std::min(kBlockRows, rows - r0);
+      const int64_t at = r0 * C + c0;
+      float* dyr = dy + at;
+      const X* xr = x + at;
+      const Y* yr = y + at;
+      for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
+      for (int64_t r = 0; r < rn; ++r)
+        for (int c = 0; c < n; ++c) {
+          const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
+          dyr[r * C + c] = g;
+          pa[c] += g;
+          pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
+        }
+      for (int c = 0; c < n; ++c) {
+        a[c0 + c] += pa[c];
+        b[c0 + c] += pb[c];
+      }
+    }
+  }
+}
+NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
+                     mask_sum_rows,
+                     (double* __restrict a, double* __restrict b, float* __restrict dy,
+                      const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
+                      int64_t rows, int C),
+                     (a, b, dy, x, y, mean, rows, C))
+
 // dx = ca * g - ck * (x - mean) + cb (two fused multiply-adds), g = dy masked by y > 0 when y is
 // given; an fp32 dx may alias dy (so neither is restrict).
 template <typename DX, typename X, typename Y>
@@ -392,6 +432,10 @@ void normalize_thread_rows(const Normalization& n) {
 
 }  // namespace
 
+size_t batch_norm_backward_sums_doubles(int C) {
+  return static_cast<size_t>(kChunks) * C * 2;  // sum dy and sum dy*(x-mean), (kChunks, C) each
+}
+
 size_t batch_norm_scratch_doubles(int C) {
   // partial sums for two quantities (kChunks, C) each, plus totals (2C + 1, with the count).
   return static_cast<size_t>(kChunks) * C * 2 + 2 * static_cast<size_t>(C) + 1;
@@ -449,15 +493,16 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const float* y_fp32 = relu ? out : nullptr;
   const uint16_t* y_bf16 = relu ? options.out_bf16 : nullptr;
   const uint16_t* x_bf16 = options.in_bf16;
-  double* partial_dy = scratch;                 // (kChunks, C)
-  double* partial_dyx = scratch + kChunks * C;  // (kChunks, C)
-  double* total = scratch + 2 * kChunks * C;    // (2C + 1): sum dy, sum dy*(x-mean), count
+  // The first pass's per-chunk sums: computed here, or given (options.first_pass_sums).
+  const double* partial_dy = options.first_pass_sums ? options.first_pass_sums : scratch;
+  const double* partial_dyx = partial_dy + kChunks * C;
+  double* total = scratch + 2 * kChunks * C;  // (2C + 1): sum dy, sum dy*(x-mean), count
   const int64_t chunks = chunk_count(rows);
   const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    double* a = partial_dy + k * C;
-    double* b = partial_dyx + k * C;
+  for (int64_t k = 0; k < (options.first_pass_sums ? 0 : chunks); ++k) {
+    double* a = scratch + k * C;
+    double* b = scratch + (kChunks + k) * C;
     for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
     const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
     if (r1 <= r0) continue;
@@ -483,9 +528,9 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   if (options.reducer) options.reducer->sum(total, 2 * C + 1);
   const double count = total[2 * C];
   // d_in = gamma*invstd * (dy - mean(dy) - (x-mean) * invstd^2 * mean(dy*(x-mean))), per channel
-  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse partial_dy as
-  // floats.
-  float* coef = reinterpret_cast<float*>(partial_dy);  // (3, C) floats
+  // a = gamma*invstd, k = a*invstd^2*mean(dy*(x-mean)), b = -a*mean(dy). Reuse the scratch's
+  // partials as floats.
+  float* coef = reinterpret_cast<float*>(scratch);  // (3, C) floats
   for (int c = 0; c < C; ++c) {
     const double invstd = save_invstd[c];
     const double a = static_cast<double>(gamma[c]) * invstd;
@@ -509,6 +554,44 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
           });
         });
       });
+    }
+  }
+}
+
+void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint16_t* out_bf16,
+                                      int64_t rows, int C, const NormSumsRequest* norms,
+                                      int norm_count) {
+  NOSTRUM_CHECK(norm_count >= 1 && norm_count <= 2, ShapeError,
+                "the add + ReLU backward sums for one or two batch norms",
+                std::to_string(norm_count) + " asked");
+  const int64_t chunks = chunk_count(rows);
+  const int64_t per = (rows + chunks - 1) / chunks;
+  // A chunk in pieces of kPieceRows rows (a multiple of kBlockRows, so the float partials group the
+  // rows as one call over the chunk would): the second norm's sums read the piece while it is in
+  // cache.
+  constexpr int64_t kPieceRows = 8 * kBlockRows;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (int i = 0; i < norm_count; ++i)
+      for (int c = 0; c < C; ++c)
+        norms[i].sums[k * C + c] = norms[i].sums[(kChunks + k) * C + c] = 0.0;
+    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    for (int64_t p = r0; p < r1; p += kPieceRows) {
+      const int64_t n = std::min(kPieceRows, r1 - p);
+      const NormSumsRequest& first = norms[0];
+      with_operand(first.in, first.in_bf16, p * C, [&](const auto* x) {
+        with_operand(out, out_bf16, p * C, [&](const auto* y) {
+          mask_sum_rows(first.sums + k * C, first.sums + (kChunks + k) * C, d_sum + p * C, x, y,
+                        first.save_mean, n, C);
+        });
+      });
+      if (norm_count == 2) {
+        const NormSumsRequest& second = norms[1];
+        with_operand(second.in, second.in_bf16, p * C, [&](const auto* x) {
+          backward_sum_rows(second.sums + k * C, second.sums + (kChunks + k) * C, d_sum + p * C, x,
+                            static_cast<const float*>(nullptr), second.save_mean, n, C);
+        });
+      }
     }
   }
 }

@@ -365,13 +365,25 @@ struct Pass {
   const GradientReadyCallback* on_ready = nullptr;
   layers::ConvOptions conv_options;  // every conv pass's (defaults; see Impl::conv_options)
   float* conv_scratch = nullptr;
-  double* norm_scratch = nullptr;   // batch_norm_scratch_doubles
+  double* norm_scratch = nullptr;  // batch_norm_scratch_doubles
+  // Two sets of batch_norm_backward_sums_doubles (the largest C), norm_sums_stride doubles apart:
+  // the first backward pass of a block's norms, run by its add + ReLU backward (backward_block).
+  double* norm_sums = nullptr;
+  size_t norm_sums_stride = 0;
+  // The norms whose sets those are, while their block's backward runs (else null).
+  mutable const Layer* summed_norms[2] = {nullptr, nullptr};
   float* running_invstd = nullptr;  // eval batch norm: C floats
   int n = 0;                        // images in this batch
   bool training = false;
   float* temp[2] = {nullptr, nullptr};  // gradients inside a block (N, largest activation)
 
   const Parameter& param(const Layer& l, int k) const { return table[l.first_parameter + k]; }
+  // l's first backward pass's sums where its block's add + ReLU backward ran that pass, else null.
+  const double* first_pass_sums(const Layer& l) const {
+    for (int i = 0; i < 2; ++i)
+      if (summed_norms[i] == &l) return norm_sums + i * norm_sums_stride;
+    return nullptr;
+  }
   template <class Fn>
   void timed(const std::string& name, Phase phase, Fn&& fn) const {
     if (!observer) {
@@ -508,6 +520,7 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         o.fuse_relu = l.relu;
         o.reducer = s.reducer;
         if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
+        o.first_pass_sums = s.first_pass_sums(l);
         o.out_bf16 = bf16_output(l);  // its ReLU mask
         o.in_bf16 = bf16_input(l);    // the conv's output, kept in bf16
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
@@ -576,19 +589,38 @@ void forward_block(const Pass& s, const Block& b) {
 void backward_block(const Pass& s, const Block& b) {
   if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
   // The ReLU after the add: d_residual_sum = d_block_output where the output is positive, in
-  // place. It is the gradient of both addends: the shortcut's output and the path's.
+  // place. It is the gradient of both addends: the shortcut's output and the path's. The same
+  // pass runs the first backward pass of the batch norms that read it (the path's last, a
+  // downsample's), which then skip theirs.
   float* d_residual_sum = b.d_block_output;
+  layers::NormSumsRequest norms[2];
+  int norm_count = 0;
+  for (const Layer* l : {&b.path.back(), b.shortcut.empty() ? nullptr : &b.shortcut.back()}) {
+    if (!l || l->kind != LayerKind::kBatchNorm || l->relu) continue;
+    layers::NormSumsRequest& r = norms[norm_count];
+    r.in_bf16 = bf16_input(*l);
+    r.in = r.in_bf16 ? nullptr : l->input;
+    r.save_mean = l->batch_mean;
+    r.sums = s.norm_sums + norm_count * s.norm_sums_stride;
+    s.summed_norms[norm_count++] = l;
+  }
   s.timed(b.add_name, Phase::kBackward, [&] {
-    const int64_t count = s.rows(b.out()) * b.out().C;
-    if (const uint16_t* out_bf16 = bf16_output(b.path.back()))
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, count);
+    const uint16_t* out_bf16 = bf16_output(b.path.back());
+    const float* out = out_bf16 ? nullptr : b.output();
+    if (norm_count > 0)
+      layers::add_relu_backward_with_norm_sums(d_residual_sum, out, out_bf16, s.rows(b.out()),
+                                               b.out().C, norms, norm_count);
+    else if (out_bf16)
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16,
+                                s.rows(b.out()) * b.out().C);
     else
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, b.output(), count);
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out, s.rows(b.out()) * b.out().C);
   });
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
   backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
+  s.summed_norms[0] = s.summed_norms[1] = nullptr;
 }
 
 // A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read
@@ -621,7 +653,8 @@ void set_block_input(Block& b, const float* input) {
 struct Model::Impl {
   std::vector<Block> blocks;  // the table
   std::vector<double> norm_scratch;
-  std::vector<int32_t> winners;  // every max-pool's winner indices
+  std::vector<double> norm_sums;  // Pass::norm_sums
+  std::vector<int32_t> winners;   // every max-pool's winner indices
   float* conv_scratch = nullptr;
   float* running_invstd = nullptr;  // eval batch norm (largest C)
   float* d_logits = nullptr;        // (N, classes), written by loss
@@ -653,6 +686,8 @@ struct Model::Impl {
     s.conv_options = conv_options;
     s.conv_scratch = conv_scratch;
     s.norm_scratch = norm_scratch.data();
+    s.norm_sums = norm_sums.data();
+    s.norm_sums_stride = norm_sums.size() / 2;
     s.running_invstd = running_invstd;
     s.n = n;
     s.training = training;
@@ -677,7 +712,7 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
   const size_t N = static_cast<size_t>(max_batch);
   int64_t largest = 0;  // floats per image of any activation (the gradient buffers' size)
   int max_channels = 0;
-  size_t conv_floats = 0, norm_doubles = 0, winner_count = 0;
+  size_t conv_floats = 0, norm_doubles = 0, sums_doubles = 0, winner_count = 0;
   for_each_layer(blocks, [&](Layer& l) {
     largest = std::max({largest, l.in.floats(), l.out.floats()});
     max_channels = std::max(max_channels, l.out.C);
@@ -685,8 +720,10 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
       l.conv.N = max_batch;
       conv_floats = std::max(conv_floats, layers::conv2d_scratch_floats(l.conv, conv_options));
     }
-    if (l.kind == LayerKind::kBatchNorm)
+    if (l.kind == LayerKind::kBatchNorm) {
       norm_doubles = std::max(norm_doubles, layers::batch_norm_scratch_doubles(l.out.C));
+      sums_doubles = std::max(sums_doubles, layers::batch_norm_backward_sums_doubles(l.out.C));
+    }
     if (l.kind == LayerKind::kMaxPool) {
       l.pool.N = max_batch;
       winner_count += N * l.out.floats();
@@ -717,6 +754,7 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
   m.scratch_ = Arena(conv_floats, m.spec_.name + " conv scratch");
   conv_scratch = m.scratch_.data();
   norm_scratch.assign(norm_doubles, 0.0);
+  norm_sums.assign(2 * sums_doubles, 0.0);
   winners.assign(winner_count, 0);
   int32_t* w = winners.data();
   for_each_layer(blocks, [&](Layer& l) {
@@ -1028,7 +1066,8 @@ const Parameter& Model::parameter(const std::string& name) const {
 
 size_t Model::activation_bytes() const {
   return (activations_.capacity() + scratch_.capacity()) * sizeof(float) +
-         impl_->norm_scratch.size() * sizeof(double) + impl_->winners.size() * sizeof(int32_t);
+         (impl_->norm_scratch.size() + impl_->norm_sums.size()) * sizeof(double) +
+         impl_->winners.size() * sizeof(int32_t);
 }
 
 void Model::set_norm_reducer(Reducer* reducer) {

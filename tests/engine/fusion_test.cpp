@@ -1,10 +1,15 @@
 // Fused kernels against the unfused chains they replace, bit for bit: BN + shortcut add (+ ReLU) in
-// one pass, in training and in eval mode.
+// one pass, in training and in eval mode; a block's add + ReLU backward with its norms' first
+// backward pass.
 #include <catch2/catch.hpp>
+
+#include <omp.h>
 
 #include <random>
 #include <vector>
 
+#include "nostrum/core/error.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/layers/batch_norm.hpp"
 #include "nostrum/layers/residual_add.hpp"
 
@@ -67,4 +72,88 @@ TEST_CASE("batch norm + residual add (+ ReLU) in one pass equals the unfused cha
       }
     }
   }
+}
+
+TEST_CASE(
+    "a block's add + ReLU backward running its norms' first pass equals the unfused chain bit for "
+    "bit",
+    "[fusion]") {
+  namespace L = nostrum::layers;
+  namespace K = nostrum::kernels;
+  std::mt19937 rng(12);
+  const int threads_before = omp_get_max_threads();
+  // Rows that end chunks, 128-row pieces and 16-row float partials mid-way; C not a lane multiple.
+  for (const auto& [rows, C] :
+       {std::pair<int64_t, int>{37, 5}, {3000, 64}, {20011, 24}, {3, 130}}) {
+    const size_t n = size_t(rows) * C;
+    const auto d = random_vector(n, rng, -1.0f, 1.0f);
+    const auto out = random_vector(n, rng, -1.0f, 1.0f);  // the block output: only its sign is read
+    std::vector<uint16_t> out_bf16(n);
+    for (size_t i = 0; i < n; ++i) out_bf16[i] = K::fp32_to_bf16(out[i]);
+    struct Norm {
+      std::vector<float> x, gamma, mean, invstd;
+      std::vector<uint16_t> x_bf16;
+    } norms[2];
+    std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
+    for (Norm& m : norms) {
+      m.x = random_vector(n, rng, -3.0f, 5.0f);
+      m.x_bf16.resize(n);
+      for (size_t i = 0; i < n; ++i) m.x_bf16[i] = K::fp32_to_bf16(m.x[i]);
+      m.gamma = random_vector(C, rng, 0.5f, 1.5f);
+      m.mean.resize(C), m.invstd.resize(C);
+      std::vector<float> y(n), rm(C, 0.0f), rv(C, 1.0f), beta(C, 0.0f);
+      L::batch_norm_forward_training(y.data(), m.mean.data(), m.invstd.data(), rm.data(), rv.data(),
+                                     m.x.data(), m.gamma.data(), beta.data(), rows, C,
+                                     L::BatchNormOptions{}, scratch.data());
+    }
+    for (int threads : {1, 2})
+      for (int count : {1, 2})
+        for (bool bf16 : {false, true}) {
+          omp_set_num_threads(threads);
+          INFO("rows " << rows << " C " << C << " threads " << threads << " norms " << count
+                       << " bf16 operands " << bf16);
+          std::vector<float> chain(d), fused(d);
+          L::add_relu_backward(chain.data(), chain.data(), out.data(), int64_t(n));
+          std::vector<std::vector<double>> sums(
+              count, std::vector<double>(L::batch_norm_backward_sums_doubles(C)));
+          L::NormSumsRequest requests[2];
+          for (int i = 0; i < count; ++i) {
+            requests[i].in = bf16 ? nullptr : norms[i].x.data();
+            requests[i].in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
+            requests[i].save_mean = norms[i].mean.data();
+            requests[i].sums = sums[i].data();
+          }
+          L::add_relu_backward_with_norm_sums(fused.data(), bf16 ? nullptr : out.data(),
+                                              bf16 ? out_bf16.data() : nullptr, rows, C, requests,
+                                              count);
+          if (bf16) {  // the mask of the bf16 output: the same chain on it
+            chain = d;
+            L::add_relu_backward(chain.data(), chain.data(), out_bf16.data(), int64_t(n));
+          }
+          REQUIRE(fused == chain);
+          for (int i = 0; i < count; ++i) {
+            std::vector<float> dx_a(n), dg_a(C), db_a(C), dx_b(n), dg_b(C), db_b(C);
+            L::BatchNormOptions o;
+            o.in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
+            const float* x = bf16 ? nullptr : norms[i].x.data();
+            L::batch_norm_backward(dx_a.data(), dg_a.data(), db_a.data(), chain.data(), x, nullptr,
+                                   norms[i].gamma.data(), norms[i].mean.data(),
+                                   norms[i].invstd.data(), rows, C, o, scratch.data());
+            o.first_pass_sums = sums[i].data();
+            L::batch_norm_backward(dx_b.data(), dg_b.data(), db_b.data(), fused.data(), x, nullptr,
+                                   norms[i].gamma.data(), norms[i].mean.data(),
+                                   norms[i].invstd.data(), rows, C, o, scratch.data());
+            REQUIRE(dx_b == dx_a);
+            REQUIRE(dg_b == dg_a);
+            REQUIRE(db_b == db_a);
+          }
+        }
+  }
+  omp_set_num_threads(threads_before);
+  std::vector<double> sums(L::batch_norm_backward_sums_doubles(4));
+  std::vector<float> g(8, 1.0f), y(8, 1.0f), x(8, 0.0f), mean(4, 0.0f);
+  L::NormSumsRequest r[3];
+  for (auto& q : r) q.in = x.data(), q.save_mean = mean.data(), q.sums = sums.data();
+  REQUIRE_THROWS_AS(L::add_relu_backward_with_norm_sums(g.data(), y.data(), nullptr, 2, 4, r, 3),
+                    nostrum::ShapeError);
 }

@@ -36,11 +36,17 @@ struct BatchNormOptions {
   // output kept in bf16, widened in the register as it is read (the same bits as an fp32 input
   // holding the widened values).
   const uint16_t* in_bf16 = nullptr;
+  // Backward only: the first pass's per-chunk sums of this d_out, in, mean, rows and C, as
+  // add_relu_backward_with_norm_sums wrote them (batch_norm_backward_sums_doubles(C)): that pass
+  // is skipped, the same bits.
+  const double* first_pass_sums = nullptr;
   Reducer* reducer = nullptr;  // sync-BN: sums statistics over a group; nullptr = this rank only
 };
 
 // Doubles of scratch batch_norm_forward_training / batch_norm_backward need for C channels.
 size_t batch_norm_scratch_doubles(int C);
+// Doubles of BatchNormOptions::first_pass_sums for C channels.
+size_t batch_norm_backward_sums_doubles(int C);
 
 // Training forward. out (rows,C); save_mean, save_invstd (C) are kept for backward; running_mean,
 // running_var (C) are updated with the momentum; in (rows,C); gamma, beta (C); scratch as above.
@@ -65,5 +71,24 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
                          const float* in, const float* out, const float* gamma,
                          const float* save_mean, const float* save_invstd, int64_t rows, int C,
                          const BatchNormOptions& options, double* scratch);
+
+// A batch norm's input, batch mean and where its first backward pass's sums go: one of the norms
+// that read the gradient add_relu_backward_with_norm_sums masks.
+struct NormSumsRequest {
+  const float* in = nullptr;          // (rows, C) the norm's forward input, or
+  const uint16_t* in_bf16 = nullptr;  // that input kept in bf16 (then in is unused)
+  const float* save_mean = nullptr;   // (C) its batch mean from the forward
+  double* sums = nullptr;             // batch_norm_backward_sums_doubles(C), written
+};
+
+// The backward of a residual block's add + ReLU fused with the first backward pass of the batch
+// norms that read its gradient (the path's last one and a downsample's): d_sum (rows, C) = d_sum
+// where the block output out (fp32, or out_bf16 in its place) is > 0, in place, exactly as
+// layers::add_relu_backward, and for each of norm_count (1 or 2) norms its sums of that masked
+// gradient, in its first_pass_sums layout: batch_norm_backward with them gives the bits it gives
+// without. One pass over the gradient instead of three.
+void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint16_t* out_bf16,
+                                      int64_t rows, int C, const NormSumsRequest* norms,
+                                      int norm_count);
 
 }  // namespace nostrum::layers
