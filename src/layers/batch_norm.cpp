@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nostrum/core/error.hpp"
@@ -167,13 +168,12 @@ NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA
                      (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
 // a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
-// partials of kBlockRows rows as above.
-template <typename X, typename Y>
-NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* __restrict b,
-                                                  const float* __restrict dy, const X* __restrict x,
-                                                  const Y* __restrict y,
-                                                  const float* __restrict mean, int64_t rows,
-                                                  int C) {
+// partials of kBlockRows rows as above. kStoreMasked (y given): g is also stored over dy.
+template <bool kStoreMasked, typename X, typename Y>
+NOSTRUM_ALWAYS_INLINE void gradient_sums(
+    double* __restrict a, double* __restrict b,
+    std::conditional_t<kStoreMasked, float, const float>* __restrict dy, const X* __restrict x,
+    const Y* __restrict y, const float* __restrict mean, int64_t rows, int C) {
   float pa[kSliceChannels], pb[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
@@ -181,7 +181,7 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t rn = std::min(kBlockRows, rows - r0);
       const int64_t at = r0 * C + c0;
-      const float* dyr = dy + at;
+      auto* dyr = dy + at;
       const X* xr = x + at;
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
       if (y) {
@@ -189,6 +189,7 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
         for (int64_t r = 0; r < rn; ++r)
           for (int c = 0; c < n; ++c) {
             const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
+            if constexpr (kStoreMasked) dyr[r * C + c] = g;
             pa[c] += g;
             pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
           }
@@ -207,6 +208,14 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
     }
   }
 }
+template <typename X, typename Y>
+NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* __restrict b,
+                                                  const float* __restrict dy, const X* __restrict x,
+                                                  const Y* __restrict y,
+                                                  const float* __restrict mean, int64_t rows,
+                                                  int C) {
+  gradient_sums<false>(a, b, dy, x, y, mean, rows, C);
+}
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      backward_sum_rows,
                      (double* __restrict a, double* __restrict b, const float* __restrict dy,
@@ -222,30 +231,7 @@ NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __re
                                               float* __restrict dy, const X* __restrict x,
                                               const Y* __restrict y, const float* __restrict mean,
                                               int64_t rows, int C) {
-  float pa[kSliceChannels], pb[kSliceChannels];
-  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
-    const int n = std::min(kSliceChannels, C - c0);
-    const float* mc = mean + c0;
-    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-      const int64_t rn = std::min(kBlockRows, rows - r0);
-      const int64_t at = r0 * C + c0;
-      float* dyr = dy + at;
-      const X* xr = x + at;
-      const Y* yr = y + at;
-      for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
-      for (int64_t r = 0; r < rn; ++r)
-        for (int c = 0; c < n; ++c) {
-          const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
-          dyr[r * C + c] = g;
-          pa[c] += g;
-          pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
-        }
-      for (int c = 0; c < n; ++c) {
-        a[c0 + c] += pa[c];
-        b[c0 + c] += pb[c];
-      }
-    }
-  }
+  gradient_sums<true>(a, b, dy, x, y, mean, rows, C);
 }
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      mask_sum_rows,
