@@ -25,27 +25,35 @@ namespace {
 // any thread count.
 constexpr int64_t kChunks = 64;
 
-int64_t chunk_count(int64_t rows) {
-  return std::max<int64_t>(1, std::min(kChunks, rows));
-}
+// The rows split into the fixed chunks: chunk k is rows [begin(k), end(k)), empty past the last
+// row. Every pass that sums per chunk (and the add + ReLU backward that runs a norm's first pass)
+// splits alike through it.
+struct RowChunks {
+  explicit RowChunks(int64_t rows)
+      : rows(rows),
+        count(std::max<int64_t>(1, std::min(kChunks, rows))),
+        per((rows + count - 1) / count) {}
+  int64_t begin(int64_t k) const { return std::min(rows, k * per); }
+  int64_t end(int64_t k) const { return std::min(rows, (k + 1) * per); }
+  int64_t rows, count, per;
+};
 
 // partial (chunks, C) doubles; per chunk, rows_fn(acc, first_row, row_count) sums its rows into
 // acc. total (C) = the chunks' sums added in chunk order.
 template <typename RowsFn>
 void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, RowsFn rows_fn) {
-  const int64_t chunks = chunk_count(rows);
-  const int64_t per = (rows + chunks - 1) / chunks;
+  const RowChunks chunks(rows);
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
+  for (int64_t k = 0; k < chunks.count; ++k) {
     double* acc = partial + k * C;
     for (int c = 0; c < C; ++c) acc[c] = 0.0;
-    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    const int64_t r0 = chunks.begin(k), r1 = chunks.end(k);
     if (r1 > r0) rows_fn(acc, r0, r1 - r0);
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
     double s = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
+    for (int64_t k = 0; k < chunks.count; ++k) s += partial[k * C + c];
     total[c] = s;
   }
 }
@@ -315,14 +323,13 @@ inline void finish_channel(const ChannelStatistics& s, int c, double var, double
 // from it (two passes over a chunk that is still in cache), chunk_mean and chunk_m2 (kChunks, C).
 void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const uint16_t* in_bf16,
                    int64_t rows, int C) {
-  const int64_t chunks = chunk_count(rows);
-  const int64_t per = (rows + chunks - 1) / chunks;
+  const RowChunks chunks(rows);
 #pragma omp for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
+  for (int64_t k = 0; k < chunks.count; ++k) {
     double* mean = chunk_mean + k * C;
     double* m2 = chunk_m2 + k * C;
     for (int c = 0; c < C; ++c) mean[c] = m2[c] = 0.0;
-    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    const int64_t r0 = chunks.begin(k), r1 = chunks.end(k);
     if (r1 > r0) {
       with_operand(in, in_bf16, r0 * C, [&](const auto* x) {
         sum_rows(mean, x, r1 - r0, C);
@@ -338,15 +345,13 @@ void chunk_moments(double* chunk_mean, double* chunk_m2, const float* in, const 
 void combine_chunk_moments(const ChannelStatistics& s, const double* chunk_mean,
                            const double* chunk_m2, int64_t rows, int C,
                            const BatchNormOptions& options) {
-  const int64_t chunks = chunk_count(rows);
-  const int64_t per = (rows + chunks - 1) / chunks;
+  const RowChunks chunks(rows);
   const double count = static_cast<double>(rows);
 #pragma omp for schedule(static)
   for (int c = 0; c < C; ++c) {
     double n_a = 0.0, mean_a = 0.0, m2_a = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      const double n_b =
-          static_cast<double>(std::min(rows, (k + 1) * per) - std::min(rows, k * per));
+    for (int64_t k = 0; k < chunks.count; ++k) {
+      const double n_b = static_cast<double>(chunks.end(k) - chunks.begin(k));
       if (n_b <= 0.0) continue;
       const double n_ab = n_a + n_b, delta = chunk_mean[k * C + c] - mean_a;
       mean_a += delta * (n_b / n_ab);
@@ -483,25 +488,26 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
   const double* partial_dy = options.first_pass_sums ? options.first_pass_sums : scratch;
   const double* partial_dyx = partial_dy + kChunks * C;
   double* total = scratch + 2 * kChunks * C;  // (2C + 1): sum dy, sum dy*(x-mean), count
-  const int64_t chunks = chunk_count(rows);
-  const int64_t per = (rows + chunks - 1) / chunks;
+  const RowChunks chunks(rows);
+  if (!options.first_pass_sums) {
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < (options.first_pass_sums ? 0 : chunks); ++k) {
-    double* a = scratch + k * C;
-    double* b = scratch + (kChunks + k) * C;
-    for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
-    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
-    if (r1 <= r0) continue;
-    with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
-      with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
-        backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C);
+    for (int64_t k = 0; k < chunks.count; ++k) {
+      double* a = scratch + k * C;
+      double* b = scratch + (kChunks + k) * C;
+      for (int c = 0; c < C; ++c) a[c] = b[c] = 0.0;
+      const int64_t r0 = chunks.begin(k), r1 = chunks.end(k);
+      if (r1 <= r0) continue;
+      with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
+        with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
+          backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C);
+        });
       });
-    });
+    }
   }
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
     double s = 0.0, t = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t k = 0; k < chunks.count; ++k) {
       s += partial_dy[k * C + c];
       t += partial_dyx[k * C + c];
     }
@@ -550,18 +556,17 @@ void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint
   NOSTRUM_CHECK(norm_count >= 1 && norm_count <= 2, ShapeError,
                 "the add + ReLU backward sums for one or two batch norms",
                 std::to_string(norm_count) + " asked");
-  const int64_t chunks = chunk_count(rows);
-  const int64_t per = (rows + chunks - 1) / chunks;
+  const RowChunks chunks(rows);
   // A chunk in pieces of kPieceRows rows (a multiple of kBlockRows, so the float partials group the
   // rows as one call over the chunk would): the second norm's sums read the piece while it is in
   // cache.
   constexpr int64_t kPieceRows = 8 * kBlockRows;
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
+  for (int64_t k = 0; k < chunks.count; ++k) {
     for (int i = 0; i < norm_count; ++i)
       for (int c = 0; c < C; ++c)
         norms[i].sums[k * C + c] = norms[i].sums[(kChunks + k) * C + c] = 0.0;
-    const int64_t r0 = std::min(rows, k * per), r1 = std::min(rows, (k + 1) * per);
+    const int64_t r0 = chunks.begin(k), r1 = chunks.end(k);
     for (int64_t p = r0; p < r1; p += kPieceRows) {
       const int64_t n = std::min(kPieceRows, r1 - p);
       const NormSumsRequest& first = norms[0];

@@ -66,7 +66,11 @@ struct Layer {
   float* output = nullptr;        // (N, out)
   float* batch_mean = nullptr;    // kBatchNorm: the training batch's mean (C), kept for backward
   float* batch_invstd = nullptr;  // kBatchNorm: its 1/sqrt(var + eps) (C)
-  int32_t* winners = nullptr;     // kMaxPool: each output's winning input position (N, out)
+  // A residual block's batch norm that reads the add + ReLU backward's gradient (the path's last,
+  // a downsample's): where that pass writes this norm's first backward pass's sums
+  // (batch_norm_backward_sums_doubles; one of two slots the blocks share, as they run in turn).
+  double* backward_sums = nullptr;
+  int32_t* winners = nullptr;  // kMaxPool: each output's winning input position (N, out)
   // kConv and kLinear (runs_conv_kernels): the chosen kernel of each pass (kernels::ConvPass
   // order), prepared at the max batch; layers of one shape share them (set_conv_kernels).
   // backward_data is null for the stem.
@@ -365,25 +369,13 @@ struct Pass {
   const GradientReadyCallback* on_ready = nullptr;
   layers::ConvOptions conv_options;  // every conv pass's (defaults; see Impl::conv_options)
   float* conv_scratch = nullptr;
-  double* norm_scratch = nullptr;  // batch_norm_scratch_doubles
-  // Two sets of batch_norm_backward_sums_doubles (the largest C), norm_sums_stride doubles apart:
-  // the first backward pass of a block's norms, run by its add + ReLU backward (backward_block).
-  double* norm_sums = nullptr;
-  size_t norm_sums_stride = 0;
-  // The norms whose sets those are, while their block's backward runs (else null).
-  mutable const Layer* summed_norms[2] = {nullptr, nullptr};
+  double* norm_scratch = nullptr;   // batch_norm_scratch_doubles
   float* running_invstd = nullptr;  // eval batch norm: C floats
   int n = 0;                        // images in this batch
   bool training = false;
   float* temp[2] = {nullptr, nullptr};  // gradients inside a block (N, largest activation)
 
   const Parameter& param(const Layer& l, int k) const { return table[l.first_parameter + k]; }
-  // l's first backward pass's sums where its block's add + ReLU backward ran that pass, else null.
-  const double* first_pass_sums(const Layer& l) const {
-    for (int i = 0; i < 2; ++i)
-      if (summed_norms[i] == &l) return norm_sums + i * norm_sums_stride;
-    return nullptr;
-  }
   template <class Fn>
   void timed(const std::string& name, Phase phase, Fn&& fn) const {
     if (!observer) {
@@ -520,9 +512,9 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
         o.fuse_relu = l.relu;
         o.reducer = s.reducer;
         if (l.bf16_gradient) o.d_in_bf16 = reinterpret_cast<uint16_t*>(d_input);
-        o.first_pass_sums = s.first_pass_sums(l);
-        o.out_bf16 = bf16_output(l);  // its ReLU mask
-        o.in_bf16 = bf16_input(l);    // the conv's output, kept in bf16
+        o.first_pass_sums = l.backward_sums;  // written by its block's add + ReLU backward
+        o.out_bf16 = bf16_output(l);          // its ReLU mask
+        o.in_bf16 = bf16_input(l);            // the conv's output, kept in bf16
         layers::batch_norm_backward(d_input, s.param(l, entry::kWeight).grad,
                                     s.param(l, entry::kBias).grad, d_output, l.input, l.output,
                                     s.param(l, entry::kWeight).value, l.batch_mean, l.batch_invstd,
@@ -585,6 +577,17 @@ void forward_block(const Pass& s, const Block& b) {
   forward_layer(s, b.path.back(), shortcut, shortcut_bf16);
 }
 
+// fn(layer) for each of a residual block's batch norms whose first backward pass its add + ReLU
+// backward runs: the path's last and the downsample's, where they are batch norms without a ReLU
+// of their own (they read the add's gradient as it is); none for a block without a residual add.
+// B: Block or const Block.
+template <class B, class Fn>
+void for_each_residual_reader(B& b, Fn&& fn) {
+  if (!b.residual) return;
+  for (auto* l : {&b.path.back(), b.shortcut.empty() ? nullptr : &b.shortcut.back()})
+    if (l && l->kind == LayerKind::kBatchNorm && !l->relu) fn(*l);
+}
+
 // Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
 void backward_block(const Pass& s, const Block& b) {
   if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
@@ -595,32 +598,30 @@ void backward_block(const Pass& s, const Block& b) {
   float* d_residual_sum = b.d_block_output;
   layers::NormSumsRequest norms[2];
   int norm_count = 0;
-  for (const Layer* l : {&b.path.back(), b.shortcut.empty() ? nullptr : &b.shortcut.back()}) {
-    if (!l || l->kind != LayerKind::kBatchNorm || l->relu) continue;
-    layers::NormSumsRequest& r = norms[norm_count];
-    r.in_bf16 = bf16_input(*l);
-    r.in = r.in_bf16 ? nullptr : l->input;
-    r.save_mean = l->batch_mean;
-    r.sums = s.norm_sums + norm_count * s.norm_sums_stride;
-    s.summed_norms[norm_count++] = l;
-  }
+  for_each_residual_reader(b, [&](const Layer& l) {
+    layers::NormSumsRequest& r = norms[norm_count++];
+    r.in_bf16 = bf16_input(l);
+    r.in = r.in_bf16 ? nullptr : l.input;
+    r.save_mean = l.batch_mean;
+    r.sums = l.backward_sums;
+  });
   s.timed(b.add_name, Phase::kBackward, [&] {
     const uint16_t* out_bf16 = bf16_output(b.path.back());
     const float* out = out_bf16 ? nullptr : b.output();
+    const int64_t rows = s.rows(b.out());
+    const int C = b.out().C;
     if (norm_count > 0)
-      layers::add_relu_backward_with_norm_sums(d_residual_sum, out, out_bf16, s.rows(b.out()),
-                                               b.out().C, norms, norm_count);
+      layers::add_relu_backward_with_norm_sums(d_residual_sum, out, out_bf16, rows, C, norms,
+                                               norm_count);
     else if (out_bf16)
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16,
-                                s.rows(b.out()) * b.out().C);
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, rows * C);
     else
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, out, s.rows(b.out()) * b.out().C);
+      layers::add_relu_backward(d_residual_sum, d_residual_sum, out, rows * C);
   });
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
   backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
-  s.summed_norms[0] = s.summed_norms[1] = nullptr;
 }
 
 // A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read
@@ -653,7 +654,7 @@ void set_block_input(Block& b, const float* input) {
 struct Model::Impl {
   std::vector<Block> blocks;  // the table
   std::vector<double> norm_scratch;
-  std::vector<double> norm_sums;  // Pass::norm_sums
+  std::vector<double> norm_sums;  // two slots of Layer::backward_sums
   std::vector<int32_t> winners;   // every max-pool's winner indices
   float* conv_scratch = nullptr;
   float* running_invstd = nullptr;  // eval batch norm (largest C)
@@ -686,8 +687,6 @@ struct Model::Impl {
     s.conv_options = conv_options;
     s.conv_scratch = conv_scratch;
     s.norm_scratch = norm_scratch.data();
-    s.norm_sums = norm_sums.data();
-    s.norm_sums_stride = norm_sums.size() / 2;
     s.running_invstd = running_invstd;
     s.n = n;
     s.training = training;
@@ -755,6 +754,11 @@ void Model::Impl::allocate_activations(Model& m, int max_batch) {
   conv_scratch = m.scratch_.data();
   norm_scratch.assign(norm_doubles, 0.0);
   norm_sums.assign(2 * sums_doubles, 0.0);
+  for (Block& b : blocks) {
+    size_t slot = 0;
+    for_each_residual_reader(
+        b, [&](Layer& l) { l.backward_sums = norm_sums.data() + sums_doubles * slot++; });
+  }
   winners.assign(winner_count, 0);
   int32_t* w = winners.data();
   for_each_layer(blocks, [&](Layer& l) {
