@@ -1,10 +1,12 @@
-// `--precision auto`: runs the bf16 and fp32 register probes and applies the 1.3x rule
-// (precision_choice.hpp).
+// `--precision auto`: runs the bf16 (vdpbf16ps, AMX tiles) and fp32 register probes and applies
+// the 1.3x rule (precision_choice.hpp).
 #include "nostrum/kernels/precision_choice.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
+#include "amx_probe.hpp"
 #include "fma_probe_avx2.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
@@ -45,17 +47,43 @@ double fp32_fma_probe_gflops(int64_t iterations) {
   return 0;
 }
 
+bool amx_tile_probe_available() {
+  const CpuFeatures& f = cpu_features();
+  return f.amx_tile && f.amx_bf16 && f.amx_permitted;
+}
+
+double amx_tile_probe_gflops(int64_t iterations) {
+  NOSTRUM_CHECK(amx_tile_probe_available(), OptionError,
+                "the AMX tile probe needs AMX_TILE, AMX_BF16 and Linux's tile-data permission",
+                "amx_tile_probe");
+  const auto t0 = std::chrono::steady_clock::now();
+  const float sum = amx::tile_probe(iterations);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The tiles' sums are exact (amx_probe.hpp): anything else means the tile configuration or the
+  // operands were not what the probe counts, and its rate would be a made-up number.
+  const double expected = amx::kProbeAccumulators * 0.25 * double(iterations);
+  NOSTRUM_CHECK(double(sum) == expected, Error,
+                "the AMX tile probe summed " + std::to_string(sum) + " instead of " +
+                    std::to_string(expected),
+                "amx_tile_probe");
+  return amx::kProbeAccumulators * amx::kFlopsPerTileStep * double(iterations) / seconds * 1e-9;
+}
+
 double bf16_dot_probe_gflops(int64_t iterations) {
   return kBf16DotFlops * double(iterations) / bf16_dot_probe_seconds(iterations) * 1e-9;
 }
 
 namespace {
 
-double best_of_repeats(double (*probe)(int64_t)) {
+double best_of_repeats(double (*probe)(int64_t), int64_t iterations = kProbeIterations) {
   double best = 0;
-  for (int r = 0; r < kProbeRepeats; ++r) best = std::max(best, probe(kProbeIterations));
+  for (int r = 0; r < kProbeRepeats; ++r) best = std::max(best, probe(iterations));
   return best;
 }
+
+// A tile step is 128 times a vdpbf16ps zmm's work: 2^17 steps take about as long as the others.
+constexpr int64_t kAmxProbeIterations = 1 << 17;
 
 }  // namespace
 
@@ -73,7 +101,19 @@ CeilingProbes measure_ceiling_probes() {
     p.bf16_gflops = best_of_repeats(bf16_dot_probe_gflops);
   else
     p.bf16_missing = f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW";
+  if (amx_tile_probe_available())
+    p.amx_gflops = best_of_repeats(amx_tile_probe_gflops, kAmxProbeIterations);
+  else if (!(f.amx_tile && f.amx_bf16))
+    p.amx_missing = "AMX_TILE/AMX_BF16";
+  else
+    p.amx_missing = "Linux's AMX tile-data permission";
   return p;
+}
+
+std::optional<double> best_bf16_gflops(const CeilingProbes& probes) {
+  if (probes.bf16_gflops && probes.amx_gflops)
+    return std::max(*probes.bf16_gflops, *probes.amx_gflops);
+  return probes.bf16_gflops ? probes.bf16_gflops : probes.amx_gflops;
 }
 
 PrecisionChoice choose_precision(const CeilingProbes& probes, double min_speedup) {
@@ -86,14 +126,16 @@ PrecisionChoice choose_precision(const CeilingProbes& probes, double min_speedup
                   "nostrum has no bf16 path on %s (its bf16 GEMM is x86-64 AVX512_BF16 code)",
                   probes.no_bf16_path.c_str());
   } else if (!probes.bf16_gflops) {
+    // AMX without AVX512_BF16 exists on no CPU; nostrum's bf16 path needs AVX512_BF16 anyway.
     c.precision = Precision::kFp32;
     std::snprintf(text, sizeof text, "the CPU lacks %s", probes.bf16_missing.c_str());
   } else {
-    const double ratio = *probes.bf16_gflops / probes.fp32_gflops;
+    const bool amx = probes.amx_gflops && *probes.amx_gflops > *probes.bf16_gflops;
+    const double ratio = *best_bf16_gflops(probes) / probes.fp32_gflops;
     const bool bf16 = ratio >= min_speedup;
     c.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
-    std::snprintf(text, sizeof text, "the bf16 probe is %.2fx the fp32 probe, %s %.2fx", ratio,
-                  bf16 ? "at least" : "below", min_speedup);
+    std::snprintf(text, sizeof text, "the %s probe is %.2fx the fp32 probe, %s %.2fx",
+                  amx ? "AMX tile" : "bf16", ratio, bf16 ? "at least" : "below", min_speedup);
   }
   c.reason = text;
   return c;
@@ -108,12 +150,17 @@ std::string describe(const PrecisionChoice& c) {
     std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", *c.probes.bf16_gflops);
   else
     std::snprintf(bf16, sizeof bf16, "unavailable");
-  char text[512];
+  char amx[64];
+  if (c.probes.amx_gflops)
+    std::snprintf(amx, sizeof amx, "%.1f GFLOP/s", *c.probes.amx_gflops);
+  else
+    std::snprintf(amx, sizeof amx, "unavailable");
+  char text[640];
   std::snprintf(text, sizeof text,
                 "precision auto -> %s: %s (1 thread: fp32 FMA probe %.1f GFLOP/s (%s), bf16 "
-                "vdpbf16ps probe %s)",
+                "vdpbf16ps probe %s, AMX tile probe %s)",
                 precision_name(c.precision), c.reason.c_str(), c.probes.fp32_gflops,
-                c.probes.fp32_isa.c_str(), bf16);
+                c.probes.fp32_isa.c_str(), bf16, amx);
   return text;
 }
 

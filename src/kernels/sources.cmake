@@ -1,5 +1,6 @@
 # kernels: BLAS wrapper and hand-written compute kernels.
 list(APPEND NOSTRUM_CORE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
@@ -17,7 +18,8 @@ list(APPEND NOSTRUM_CORE_SOURCES
 # Targets other than x86-64 (aarch64) build without the x86 kernels below; x86_kernels_absent.cpp
 # holds their entry points, never reached (their CPU checks are false there) and aborting if they are.
 if(NOT NOSTRUM_ARCH STREQUAL "x86_64")
-  list(REMOVE_ITEM NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
+  list(REMOVE_ITEM NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
        ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp)
   list(APPEND NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86_kernels_absent.cpp)
 endif()
@@ -27,6 +29,9 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
 # The AVX512_BF16 loops only: called after a run-time CPU check (bf16.cpp).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mfma")
+# The AMX tile probe only: called after checking AMX_TILE, AMX_BF16 and the tile-data permission.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
+  PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-bf16")
 # The AVX2 FMA probe of `--precision auto` on CPUs without AVX-512 (precision_choice.cpp checks).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "amx_probe.hpp"
 #include "bf16_avx512.hpp"
 #include "direct_conv_avx512.hpp"
 #include "fma_probe_avx2.hpp"
@@ -71,6 +72,14 @@ float fma_probe(int64_t) {
 }
 
 }  // namespace bf16_avx512
+
+namespace amx {
+
+float tile_probe(int64_t) {
+  x86_only("amx::tile_probe");
+}
+
+}  // namespace amx
 
 namespace avx2 {
 

@@ -4,9 +4,14 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <set>
+#include <string>
 #include <tuple>
+
+#include "isa_cap_env.hpp"
 
 #include "model_convs.hpp"
 #include "nostrum/core/cpu_features.hpp"
@@ -84,6 +89,34 @@ TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is 
                     Catch::Contains("backward_data on a forward object"));
   CHECK_THROWS_WITH(forward.forward(y.data(), x.data(), w.data(), nullptr),
                     Catch::Contains("without its workspace"));
+}
+
+namespace {
+
+// Whether /proc/cpuinfo lists a flag: the CPU's own word, apart from nostrum's features table.
+bool cpuinfo_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN conv: oneDNN reaches AMX exactly where the CPU, the cap and Linux allow it",
+          "[onednn]") {
+  // The bf16 convolutions run on AMX tiles only through oneDNN: a cap that lowered oneDNN too far
+  // (or one that failed to lower it) would show here. NOSTRUM_CPU_NO_BF16 hides bf16 from
+  // nostrum's table only, so this compares nothing under it.
+  if (std::getenv("NOSTRUM_CPU_NO_BF16") != nullptr) return;
+  const auto& library = nostrum::kernels::onednn_library();
+  const bool amx = cpuinfo_has("amx_tile") && cpuinfo_has("amx_bf16") &&
+                   nostrum::testing::cap_allows(nostrum::Isa::kAmx) &&
+                   nostrum::cpu_features().amx_permitted;
+  INFO("oneDNN isa " << library.isa << "; " << nostrum::cpu_features().describe());
+  CHECK((library.isa == "avx512_core_amx") == amx);
 }
 
 TEST_CASE("oneDNN conv: a primitive needing more than the workspace limit uses its own memory",

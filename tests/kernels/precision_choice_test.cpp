@@ -1,5 +1,6 @@
-// `--precision auto`: the 1.3x rule on given probe numbers (boundary, missing bf16), the printed
-// line, and the live probes on this CPU against its /proc/cpuinfo flags (aarch64: fp32, no probes).
+// `--precision auto`: the 1.3x rule on given probe numbers (boundary, missing bf16, AMX tiles), the
+// printed line, and the live probes on this CPU against its /proc/cpuinfo flags (aarch64: fp32, no
+// probes).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "isa_cap_env.hpp"
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
@@ -44,6 +46,34 @@ TEST_CASE("precision auto takes bf16 only at 1.3x the fp32 probe or more") {
   CHECK(choose_precision(probes(100, 150), 1.6).precision == Precision::kFp32);
 }
 
+TEST_CASE("precision auto counts the AMX tile probe as bf16's ceiling where it is the faster") {
+  // Sapphire Rapids and later: vdpbf16ps at half the FMA rate, AMX tiles far above it.
+  CeilingProbes p = probes(159.8, 80.8);
+  p.amx_gflops = 2906.1;
+  const PrecisionChoice c = choose_precision(p);
+  CHECK(c.precision == Precision::kBf16);
+  CHECK(*best_bf16_gflops(p) == 2906.1);
+  const std::string line = describe(c);
+  INFO(line);
+  CHECK(line.find("the AMX tile probe is 18.19x the fp32 probe, at least 1.30x") !=
+        std::string::npos);
+  CHECK(line.find("bf16 vdpbf16ps probe 80.8 GFLOP/s, AMX tile probe 2906.1 GFLOP/s") !=
+        std::string::npos);
+  // A tile rate below the threshold does not make bf16 (nor does it where vdpbf16ps is faster).
+  p.amx_gflops = 150;
+  CHECK(choose_precision(p).precision == Precision::kFp32);
+  CHECK(choose_precision(p).reason.find("the AMX tile probe is 0.94x") != std::string::npos);
+  p.bf16_gflops = 235;
+  p.fp32_gflops = 100;
+  CHECK(*best_bf16_gflops(p) == 235);
+  CHECK(choose_precision(p).reason.find("the bf16 probe is 2.35x") != std::string::npos);
+  // Without AVX512_BF16 nostrum has no bf16 path, whatever the tiles say.
+  p.bf16_gflops.reset();
+  p.bf16_missing = "AVX512_BF16";
+  p.amx_gflops = 2906.1;
+  CHECK(choose_precision(p).precision == Precision::kFp32);
+}
+
 TEST_CASE("precision auto without AVX512_BF16 is fp32 and says which feature is missing") {
   CeilingProbes p;
   p.fp32_gflops = 95;
@@ -55,7 +85,8 @@ TEST_CASE("precision auto without AVX512_BF16 is fp32 and says which feature is 
   CHECK(line.find("precision auto -> fp32") != std::string::npos);
   CHECK(line.find("lacks AVX512F/AVX512BW") != std::string::npos);
   CHECK(line.find("fp32 FMA probe 95.0 GFLOP/s (avx2)") != std::string::npos);
-  CHECK(line.find("bf16 vdpbf16ps probe unavailable") != std::string::npos);
+  CHECK(line.find("bf16 vdpbf16ps probe unavailable, AMX tile probe unavailable") !=
+        std::string::npos);
 }
 
 TEST_CASE("precision auto prints both probe numbers and the ratio") {
@@ -76,13 +107,29 @@ TEST_CASE("the live probes match this CPU's flags and the choice follows the rul
   CHECK(p.bf16_gflops.has_value() == (cpuinfo_has("avx512_bf16") && !hidden &&
                                       nostrum::testing::cap_allows(nostrum::Isa::kAvx512Bf16)));
   CHECK(p.fp32_isa == (avx512 ? "avx512" : "avx2"));
+  // The tiles run where the CPU has them, the cap lets them through and Linux granted tile data.
+  const bool amx = cpuinfo_has("amx_tile") && cpuinfo_has("amx_bf16") && !hidden &&
+                   nostrum::testing::cap_allows(nostrum::Isa::kAmx) &&
+                   nostrum::cpu_features().amx_permitted;
+  CHECK(p.amx_gflops.has_value() == amx);
+  CHECK(amx_tile_probe_available() == amx);
+  if (p.amx_gflops) {
+    // 16 x 16 x 32 multiply-adds a tdpbf16ps: more than a vdpbf16ps zmm (32 of them) at any
+    // issue rate above one every 16 cycles, at most 1024 flops a cycle at 8 GHz.
+    CHECK(*p.amx_gflops > *p.bf16_gflops);
+    CHECK(*p.amx_gflops < 1024 * 8);
+  } else {
+    CHECK_THROWS_WITH(amx_tile_probe_gflops(1),
+                      Catch::Contains("AMX_TILE, AMX_BF16") && Catch::Contains("amx_tile_probe"));
+    CHECK_FALSE(p.amx_missing.empty());
+  }
   // A register probe of 24 FMA chains: at least 2 GFLOP/s on any CPU with AVX2 (one 8-lane FMA
   // every 2 ns), at most 64 flops a cycle at 8 GHz.
   CHECK(p.fp32_gflops > 2);
   CHECK(p.fp32_gflops < 64 * 8);
   const PrecisionChoice c = choose_precision(p);
   if (p.bf16_gflops)
-    CHECK((c.precision == Precision::kBf16) == (*p.bf16_gflops >= 1.3 * p.fp32_gflops));
+    CHECK((c.precision == Precision::kBf16) == (*best_bf16_gflops(p) >= 1.3 * p.fp32_gflops));
   else
     CHECK(c.precision == Precision::kFp32);
 }

@@ -197,9 +197,10 @@ double sgemm_ceiling(int repeats) {
 // arithmetic ceilings, as the SGEMM probe is fp32's practical one. vdpbf16ps (16 lanes x 2
 // products x 2 flops an instruction; 0 without AVX512_BF16) and FMA (zmm where the CPU has
 // AVX-512, else ymm: fp32_fma_probe_isa()); on a CPU where vdpbf16ps issues at half FMA's rate the
-// two read the same.
-double register_ceiling(int repeats, double (*probe_gflops)(int64_t)) {
-  const int64_t iterations = 20000000;
+// two read the same. AMX tiles (16 x 16 x 32 bf16 a tdpbf16ps, 4 accumulators) where granted: the
+// bf16 ceiling of oneDNN's AMX primitives.
+double register_ceiling(int repeats, double (*probe_gflops)(int64_t),
+                        int64_t iterations = 20000000) {
   double best = 0;
   for (int r = 0; r < repeats; ++r) {
     double sum = 0;
@@ -224,6 +225,12 @@ double register_ceiling(int repeats, double (*probe_gflops)(int64_t)) {
 double bf16_dot_ceiling(int repeats) {
   if (!nostrum::kernels::bf16_available()) return 0.0;
   return register_ceiling(repeats, nostrum::kernels::bf16_dot_probe_gflops);
+}
+
+// 0 where the AMX tiles cannot run (no AMX_TILE/AMX_BF16, Linux refused them, or the cap).
+double amx_tile_ceiling(int repeats) {
+  if (!nostrum::kernels::amx_tile_probe_available()) return 0.0;
+  return register_ceiling(repeats, nostrum::kernels::amx_tile_probe_gflops, 1 << 22);
 }
 
 double fp32_fma_ceiling(int repeats) {
@@ -291,18 +298,20 @@ int main(int argc, char** argv) try {
 
   const double sgemm = opt.ceiling ? sgemm_ceiling(opt.repeats) : 0.0;
   const double bf16_dot = opt.ceiling ? bf16_dot_ceiling(opt.repeats) : 0.0;
+  const double amx_tile = opt.ceiling ? amx_tile_ceiling(opt.repeats) : 0.0;
   const double bf16_gemm = opt.ceiling ? bf16_gemm_ceiling(opt.repeats) : 0.0;
   const double fma_dot = opt.ceiling ? fp32_fma_ceiling(opt.repeats) : 0.0;
-  // The percentages: of SGEMM in fp32, of the vdpbf16ps register ceiling in bf16.
-  const double ceiling = bf16 ? bf16_dot : sgemm;
+  // The percentages: of SGEMM in fp32, of the faster bf16 register ceiling (vdpbf16ps or AMX
+  // tiles) in bf16.
+  const double ceiling = bf16 ? std::max(bf16_dot, amx_tile) : sgemm;
   auto pct = [&](double gflops) { return ceiling > 0 ? 100.0 * gflops / ceiling : 0.0; };
   std::printf(
       "# nostrum-conv-bench: threads %d, openblas core %s, oneDNN %s (%s), SGEMM 2048^3 %.1f "
-      "GFLOP/s, BF16-DOT %.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, FP32-FMA-DOT (%s) %.1f "
-      "GFLOP/s, precision %s, %s\n",
+      "GFLOP/s, BF16-DOT %.1f GFLOP/s, AMX-TILE %.1f GFLOP/s, BF16-GEMM 2048^3 %.1f GFLOP/s, "
+      "FP32-FMA-DOT (%s) %.1f GFLOP/s, precision %s, %s\n",
       omp_get_max_threads(), nostrum::kernels::blas_core_name().c_str(),
       nostrum::kernels::onednn_library().version.c_str(),
-      nostrum::kernels::onednn_library().isa.c_str(), sgemm, bf16_dot, bf16_gemm,
+      nostrum::kernels::onednn_library().isa.c_str(), sgemm, bf16_dot, amx_tile, bf16_gemm,
       nostrum::kernels::fp32_fma_probe_isa(), fma_dot,
       nostrum::kernels::precision_name(opt.precision), nostrum::cpu_features().describe().c_str());
   std::printf("# %-36s %-18s %3s %8s %8s %8s  %5s %5s %5s  (GFLOP/s; ms per call; %% of ceiling)\n",
@@ -328,10 +337,10 @@ int main(int argc, char** argv) try {
         "\"threads\": %d, \"gflop\": %.4f, "
         "\"forward_gflops\": %.2f, \"backward_data_gflops\": %.2f, "
         "\"backward_weights_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"precision\": \"%s\", "
-        "\"bf16_dot_gflops\": %.2f%s}\n",
+        "\"bf16_dot_gflops\": %.2f, \"amx_tile_gflops\": %.2f%s}\n",
         c.name.c_str(), threading.c_str(), algorithm.c_str(), c.count, omp_get_max_threads(), gf,
         gf / fwd, gf / bwd_d, gf / bwd_w, sgemm, nostrum::kernels::precision_name(opt.precision),
-        bf16_dot, impl.c_str());
+        bf16_dot, amx_tile, impl.c_str());
   };
   for (const auto& c : convs) {
     if (!opt.only.empty() && c.name.find(opt.only) == std::string::npos) continue;
