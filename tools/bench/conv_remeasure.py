@@ -18,8 +18,11 @@ import re
 import subprocess
 import sys
 
+# A row of the --verbose table; a bf16 run's rows end with the operands that pass takes in bf16
+# ("[bf16 operands: in d_out]"), which are part of the row's identity: one shape and pass can be
+# measured on fp32 operands in one block and on bf16 ones in another.
 ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
-                 r"(\w+) \((\w+)\)$")
+                 r"(\w+) \((\w+)\)( \[bf16 operands:[^\]]*\])?$")
 TIMING = re.compile(r"(\w+) ([0-9.]+) ms(\*?)")
 
 
@@ -34,10 +37,14 @@ def measure(bench, args):
         m = ROW.match(line)
         if m:
             times = {c: float(ms) for c, ms, _ in TIMING.findall(m.group(3))}
-            table[(m.group(1), m.group(2))] = (m.group(4), times)
+            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
         sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
+    # Every measured pass must have been read: a row the pattern missed would drop out of the bar.
+    if len(table) != result["conv_measured"]:
+        sys.exit(f"conv_remeasure: read {len(table)} rows of the table, nostrum-bench measured "
+                 f"{result['conv_measured']} passes: " + " ".join(cmd))
     return table, result
 
 
