@@ -48,8 +48,8 @@ void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
 
 // ---- availability (the CPU features table: nostrum/core/cpu_features.hpp) ----
 
-// Whether the bf16 GEMM runs here: AVX512_BF16 (the only bf16 kernel; the AMX tiles are not used
-// yet, see tools/bench/README.md).
+// Whether the bf16 GEMM runs here: AVX512_BF16 (this GEMM's only kernel; AMX tiles are reached
+// through oneDNN's bf16 convolution candidates, src/kernels/README.md).
 bool bf16_available();
 // Throws OptionError naming the missing CPU feature (AVX512F or AVX512_BF16) unless available.
 void require_bf16(const std::string& where);
