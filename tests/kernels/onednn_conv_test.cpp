@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +19,7 @@
 #include "onednn_conv_check.hpp"
 
 using namespace onednn_check;
+using nostrum::testing::cpuinfo_has;
 
 namespace {
 
@@ -90,20 +90,6 @@ TEST_CASE("oneDNN conv: the library reports its version and ISA, and bad use is 
   CHECK_THROWS_WITH(forward.forward(y.data(), x.data(), w.data(), nullptr),
                     Catch::Contains("without its workspace"));
 }
-
-namespace {
-
-// Whether /proc/cpuinfo lists a flag: the CPU's own word, apart from nostrum's features table.
-bool cpuinfo_has(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0)
-      return (line + " ").find(" " + flag + " ") != std::string::npos;
-  return false;
-}
-
-}  // namespace
 
 TEST_CASE("oneDNN conv: oneDNN reaches AMX exactly where the CPU, the cap and Linux allow it",
           "[onednn]") {

@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "isa_cap_env.hpp"
@@ -14,6 +13,7 @@
 #include "nostrum/kernels/precision_choice.hpp"
 
 using namespace nostrum::kernels;
+using nostrum::testing::cpuinfo_has;
 
 namespace {
 
@@ -24,17 +24,6 @@ CeilingProbes probes(double fp32, double bf16) {
   p.bf16_gflops = bf16;
   return p;
 }
-
-#if defined(__x86_64__)
-bool cpuinfo_has(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0)
-      return (line + " ").find(" " + flag + " ") != std::string::npos;
-  return false;
-}
-#endif
 
 }  // namespace
 
