@@ -5,8 +5,6 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
 namespace nostrum::kernels::amx {
 
 namespace {

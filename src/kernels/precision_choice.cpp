@@ -150,9 +150,11 @@ std::string describe(const PrecisionChoice& c) {
     std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", *c.probes.bf16_gflops);
   else
     std::snprintf(bf16, sizeof bf16, "unavailable");
-  char amx[64];
+  char amx[96];
   if (c.probes.amx_gflops)
     std::snprintf(amx, sizeof amx, "%.1f GFLOP/s", *c.probes.amx_gflops);
+  else if (!c.probes.amx_missing.empty())
+    std::snprintf(amx, sizeof amx, "unavailable (no %s)", c.probes.amx_missing.c_str());
   else
     std::snprintf(amx, sizeof amx, "unavailable");
   char text[640];

@@ -111,6 +111,8 @@ TEST_CASE("the live probes match this CPU's flags and the choice follows the rul
     CHECK_THROWS_WITH(amx_tile_probe_gflops(1),
                       Catch::Contains("AMX_TILE, AMX_BF16") && Catch::Contains("amx_tile_probe"));
     CHECK_FALSE(p.amx_missing.empty());
+    CHECK(describe(choose_precision(p))
+              .find("AMX tile probe unavailable (no " + p.amx_missing + ")") != std::string::npos);
   }
   // A register probe of 24 FMA chains: at least 2 GFLOP/s on any CPU with AVX2 (one 8-lane FMA
   // every 2 ns), at most 64 flops a cycle at 8 GHz.
