@@ -31,6 +31,28 @@ ConvKernelRequest conv_kernel_request(const std::string& value, const std::strin
   return r;
 }
 
+std::string conv_request_amx_obstacle(const ConvKernelRequest& request) {
+  const CpuFeatures& cpu = cpu_features();
+  const auto reaches = [&](const ConvCandidate& c) {
+    return c.available(cpu) && c.reaches_amx(cpu);
+  };
+  switch (request.mode) {
+    case ConvKernelMode::kFixedRule:
+      return "--conv-kernel fixed runs no kernel on AMX tiles";
+    case ConvKernelMode::kForced: {
+      const ConvCandidate* forced = find_conv_candidate(request.forced);
+      if (forced && reaches(*forced)) return "";
+      return "--conv-kernel " + request.forced + " does not run on AMX tiles";
+    }
+    case ConvKernelMode::kMeasure:
+    case ConvKernelMode::kCached:
+      for (const ConvCandidate* c : conv_candidates())
+        if (reaches(*c)) return "";
+      return "no conv kernel built in runs on AMX tiles";
+  }
+  return "";
+}
+
 std::string conv_kernel_value(const ConvKernelRequest& request) {
   switch (request.mode) {
     case ConvKernelMode::kMeasure:

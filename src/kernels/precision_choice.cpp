@@ -87,7 +87,7 @@ constexpr int64_t kAmxProbeIterations = 1 << 17;
 
 }  // namespace
 
-CeilingProbes measure_ceiling_probes() {
+CeilingProbes measure_ceiling_probes(const std::string& amx_obstacle) {
   CeilingProbes p;
   const CpuFeatures& f = cpu_features();
   if (f.architecture != "x86_64") {  // the probes and the bf16 GEMM are x86 code
@@ -101,7 +101,9 @@ CeilingProbes measure_ceiling_probes() {
     p.bf16_gflops = best_of_repeats(bf16_dot_probe_gflops);
   else
     p.bf16_missing = f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW";
-  if (amx_tile_probe_available())
+  if (amx_tile_probe_available() && !amx_obstacle.empty())
+    p.amx_not_reached = amx_obstacle;
+  else if (amx_tile_probe_available())
     p.amx_gflops = best_of_repeats(amx_tile_probe_gflops, kAmxProbeIterations);
   else if (!(f.amx_tile && f.amx_bf16))
     p.amx_missing = "AMX_TILE/AMX_BF16";
@@ -150,9 +152,11 @@ std::string describe(const PrecisionChoice& c) {
     std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", *c.probes.bf16_gflops);
   else
     std::snprintf(bf16, sizeof bf16, "unavailable");
-  char amx[96];
+  char amx[160];
   if (c.probes.amx_gflops)
     std::snprintf(amx, sizeof amx, "%.1f GFLOP/s", *c.probes.amx_gflops);
+  else if (!c.probes.amx_not_reached.empty())
+    std::snprintf(amx, sizeof amx, "not run (%s)", c.probes.amx_not_reached.c_str());
   else if (!c.probes.amx_missing.empty())
     std::snprintf(amx, sizeof amx, "unavailable (no %s)", c.probes.amx_missing.c_str());
   else
@@ -167,9 +171,9 @@ std::string describe(const PrecisionChoice& c) {
 }
 
 Precision precision_from_option(const std::string& value, const std::string& option,
-                                std::string* auto_note) {
+                                std::string* auto_note, const std::string& amx_obstacle) {
   if (value == "auto") {
-    const PrecisionChoice choice = choose_precision(measure_ceiling_probes());
+    const PrecisionChoice choice = choose_precision(measure_ceiling_probes(amx_obstacle));
     if (auto_note) *auto_note = describe(choice);
     return choice.precision;
   }

@@ -272,7 +272,9 @@ RunConfig with_precision_chosen(RunConfig config, const mpi::Communicator& world
   if (!config.model.precision_auto) return config;
   std::string name, note;
   if (world.rank() == 0)
-    name = kernels::precision_name(kernels::precision_from_option("auto", "--precision", &note));
+    name = kernels::precision_name(kernels::precision_from_option(
+        "auto", "--precision", &note,
+        kernels::conv_request_amx_obstacle(config.model.conv_kernels)));
   world.broadcast(name, 0);
   world.broadcast(note, 0);
   config.model.config.precision = kernels::parse_precision(name);

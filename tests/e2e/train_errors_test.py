@@ -81,6 +81,16 @@ def main():
               "--precision auto prints its choice and the probes")
         check(os.path.exists(result) and json.load(open(result))["precision"] == "fp32",
               "--precision auto without bf16 runs and records fp32")
+        # With --conv-kernel fixed no conv runs on AMX tiles: their probe is left out by name
+        # (where the CPU has none, the line says so). Two steps stop short of the target: the
+        # status is not checked.
+        p = subprocess.run(cmd + ["--conv-kernel", "fixed"], capture_output=True, text=True,
+                           timeout=300)
+        print(p.stdout[-3000:], p.stderr[-2000:], sep="\n")
+        check((
+            "AMX tile probe not run (--conv-kernel fixed runs no kernel on AMX tiles)" in p.stdout
+            or "AMX tile probe unavailable (no " in p.stdout),
+              "--precision auto with --conv-kernel fixed leaves the AMX tile probe out")
 
     # Weights of a 1000-class model cannot start a 10-class run: the error names the tensor.
     data = fmnist_subset(4000, 1000)

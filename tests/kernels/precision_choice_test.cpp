@@ -114,6 +114,20 @@ TEST_CASE("the live probes match this CPU's flags and the choice follows the rul
     CHECK(describe(choose_precision(p))
               .find("AMX tile probe unavailable (no " + p.amx_missing + ")") != std::string::npos);
   }
+  // Where the run's conv kernels cannot reach the tiles, the AMX probe is left out, by name.
+  const CeilingProbes fixed = measure_ceiling_probes("--conv-kernel fixed runs no kernel on AMX");
+  CHECK_FALSE(fixed.amx_gflops.has_value());
+  if (amx) {
+    CHECK(fixed.amx_not_reached == "--conv-kernel fixed runs no kernel on AMX");
+    CHECK(describe(choose_precision(fixed))
+              .find("AMX tile probe not run (--conv-kernel fixed runs no kernel on AMX)") !=
+          std::string::npos);
+    CHECK(choose_precision(fixed).precision ==
+          (*fixed.bf16_gflops >= 1.3 * fixed.fp32_gflops ? Precision::kBf16 : Precision::kFp32));
+  } else {
+    CHECK(fixed.amx_not_reached.empty());  // nothing to leave out: the tiles are missing
+    CHECK(fixed.amx_missing == p.amx_missing);
+  }
   // A register probe of 24 FMA chains: at least 2 GFLOP/s on any CPU with AVX2 (one 8-lane FMA
   // every 2 ns), at most 64 flops a cycle at 8 GHz.
   CHECK(p.fp32_gflops > 2);

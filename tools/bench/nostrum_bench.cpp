@@ -31,6 +31,7 @@ struct Options {
   int batch = 32, threads = 0, steps = 5, warmup = 1, classes = 0;
   bool layers = false;
   nostrum::kernels::Precision precision = nostrum::kernels::Precision::kFp32;
+  std::string precision_text = "fp32";             // --precision as given (auto resolved by parse)
   std::string precision_note;                      // --precision auto: the probes and the choice
   std::string conv_kernel = "cached", conv_cache;  // as nostrum-train's --conv-kernel, --conv-cache
   bool verbose = false;                            // the conv kernel table on stderr
@@ -103,7 +104,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--classes") {
       o.classes = number(value());
     } else if (a == "--precision") {
-      o.precision = nostrum::kernels::precision_from_option(value(), a, &o.precision_note);
+      o.precision_text = value();
     } else if (a == "--conv-kernel") {
       o.conv_kernel = value();
     } else if (a == "--conv-cache") {
@@ -135,6 +136,14 @@ Options parse(int argc, char** argv) {
                 "one A/B at a time: more than one of --bf16-handover, --bf16-block-outputs and "
                 "--bf16-conv-outputs is ab",
                 "--bf16-handover, --bf16-block-outputs, --bf16-conv-outputs", kUsage);
+  // After every option: auto counts the AMX tile probe only where --conv-kernel can reach tiles.
+  const std::string amx_obstacle =
+      o.precision_text == "auto"
+          ? nostrum::kernels::conv_request_amx_obstacle(
+                nostrum::kernels::conv_kernel_request(o.conv_kernel, o.conv_cache, "--conv-kernel"))
+          : "";
+  o.precision = nostrum::kernels::precision_from_option(o.precision_text, "--precision",
+                                                        &o.precision_note, amx_obstacle);
   return o;
 }
 

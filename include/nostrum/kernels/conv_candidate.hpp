@@ -97,6 +97,10 @@ class ConvCandidate {
   // Whether this CPU can run it: read the features table only (nostrum::cpu_features(), which
   // honours the ISA cap), never CPUID directly.
   virtual bool available(const CpuFeatures& cpu) const = 0;
+  // Whether, where available, its bf16 products run on AMX tiles on this CPU (the table's AMX_TILE,
+  // AMX_BF16 and Linux's tile-data permission): `--precision auto` counts the AMX tile probe only
+  // when the run's conv kernels can reach them.
+  virtual bool reaches_amx(const CpuFeatures&) const { return false; }
   virtual bool supports(Precision precision) const = 0;
   // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch)
   // with the calling thread's pool (omp_get_max_threads(): the run's threads).

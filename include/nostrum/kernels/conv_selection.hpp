@@ -34,6 +34,12 @@ ConvKernelRequest conv_kernel_request(const std::string& value, const std::strin
 // The --conv-kernel value that makes this request: measure, cached, fixed or the forced name.
 std::string conv_kernel_value(const ConvKernelRequest& request);
 
+// Why this request's conv kernels cannot reach AMX tiles on this CPU ("" when some candidate it may
+// run there reaches them: measure and cached where one is available, a forced one that does; the
+// fixed rule never does). `--precision auto` then leaves the AMX tile probe out: bf16 would run on
+// vdpbf16ps, not on the tiles the probe measures.
+std::string conv_request_amx_obstacle(const ConvKernelRequest& request);
+
 // Every candidate's name and description, one line each (for --help).
 std::string conv_kernel_help();
 

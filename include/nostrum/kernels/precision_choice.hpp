@@ -23,7 +23,11 @@ struct CeilingProbes {
   // (on those cores vdpbf16ps runs at half the FMA rate, so its probe alone would say fp32).
   // Empty where the CPU lacks AMX_TILE/AMX_BF16, Linux refused the tile data, or the cap is lower.
   std::optional<double> amx_gflops;
-  std::string amx_missing;  // why amx_gflops is empty
+  std::string amx_missing;  // why amx_gflops is empty: the missing CPU feature or permission
+  // Or: the tiles are there but the run's conv kernels would not use them (conv_selection.hpp's
+  // conv_request_amx_obstacle, e.g. "--conv-kernel fixed runs no kernel on AMX tiles"); the
+  // probe then does not run, and bf16 is judged by vdpbf16ps alone.
+  std::string amx_not_reached;
   // The target architecture where this build has no bf16 path at all ("aarch64"; "" on x86-64):
   // no probe runs and the choice is fp32.
   std::string no_bf16_path;
@@ -54,8 +58,9 @@ bool amx_tile_probe_available();
 double amx_tile_probe_gflops(int64_t iterations);
 
 // Runs the probes on the calling thread (about 0.1 s). NOSTRUM_CPU_NO_BF16=1 hides bf16 as in
-// every other bf16 path.
-CeilingProbes measure_ceiling_probes();
+// every other bf16 path. A non-empty amx_obstacle (why the run's conv kernels cannot reach the
+// tiles) leaves the AMX probe out, recorded in amx_not_reached.
+CeilingProbes measure_ceiling_probes(const std::string& amx_obstacle = "");
 
 // The rule: bf16 where best_bf16_gflops >= min_speedup * fp32_gflops, fp32 otherwise.
 PrecisionChoice choose_precision(const CeilingProbes& probes,
@@ -67,9 +72,10 @@ PrecisionChoice choose_precision(const CeilingProbes& probes,
 std::string describe(const PrecisionChoice& choice);
 
 // The value of a `--precision` option: "fp32" and "bf16" as parse_precision takes them, "auto" by
-// measure_ceiling_probes + choose_precision, whose describe() line goes to *auto_note. Anything
-// else throws OptionError naming `option`.
+// measure_ceiling_probes(amx_obstacle) + choose_precision, whose describe() line goes to
+// *auto_note. Anything else throws OptionError naming `option`. Programs that run convolutions
+// pass conv_request_amx_obstacle of their --conv-kernel request.
 Precision precision_from_option(const std::string& value, const std::string& option,
-                                std::string* auto_note);
+                                std::string* auto_note, const std::string& amx_obstacle = "");
 
 }  // namespace nostrum::kernels
