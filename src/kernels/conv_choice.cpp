@@ -160,9 +160,16 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   for (size_t i = 0; i < count; ++i) seconds[i].push_back(call(i));  // warm-up, first sample
   double fastest_first = seconds[0][0];
   for (const auto& s : seconds) fastest_first = std::min(fastest_first, s[0]);
-  // In the race: not clearly slower at once.
+  // In the race: not clearly slower at once. A first call over the cutoff is confirmed by a second
+  // before the candidate is cut: a first call can pay one-time costs (a library's lazy set-up,
+  // fresh pages) many times its later calls, and one such call must not decide the pass.
   std::vector<bool> racing(count);
-  for (size_t i = 0; i < count; ++i) racing[i] = seconds[i][0] <= options.cutoff * fastest_first;
+  for (size_t i = 0; i < count; ++i) {
+    racing[i] = seconds[i][0] <= options.cutoff * fastest_first;
+    if (racing[i]) continue;
+    seconds[i].push_back(call(i));
+    racing[i] = seconds[i][1] <= options.cutoff * fastest_first;
+  }
   // The rest of the calls in rounds, one call of every candidate still racing per round (a drift
   // of the machine's speed then weighs on all alike); after each round, a candidate with more
   // than half its calls slower than the best median so far drops out (its median would be too).
@@ -172,8 +179,8 @@ std::vector<std::vector<double>> time_candidates(size_t count,
         std::min<double>(options.max_calls,
                          std::max<double>(calls, std::ceil(options.min_seconds / fastest_first))));
   for (int round = 1; round < calls; ++round) {
-    for (size_t i = 0; i < count; ++i)
-      if (racing[i]) seconds[i].push_back(call(i));
+    for (size_t i = 0; i < count; ++i)  // a confirmed candidate has this round's call already
+      if (racing[i] && seconds[i].size() <= size_t(round)) seconds[i].push_back(call(i));
     double best = HUGE_VAL;
     for (size_t i = 0; i < count; ++i)
       if (racing[i]) best = std::min(best, median_of(seconds[i]));

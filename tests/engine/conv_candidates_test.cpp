@@ -98,11 +98,17 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   };
   using T = std::vector<std::vector<double>>;
   using Order = std::vector<size_t>;
-  // Index 0 (3.0) and index 2 (2.0 > 1.25 x 1.0, the fastest first call) stop after their first
-  // call; index 1 gets its 3.
+  // Index 0 (3.0) and index 2 (2.0 > 1.25 x 1.0, the fastest first call) are called once more at
+  // once, and stop there (2.9, 1.9: still over); index 1 gets its 3.
   Order order;
-  CHECK(schedule({{3.0}, {1.0, 1.1, 0.9}, {2.0}}, &order) == T{{3.0}, {1.0, 1.1, 0.9}, {2.0}});
-  CHECK(order == Order{0, 1, 2, 1, 1});
+  CHECK(schedule({{3.0, 2.9}, {1.0, 1.1, 0.9}, {2.0, 1.9}}, &order) ==
+        T{{3.0, 2.9}, {1.0, 1.1, 0.9}, {2.0, 1.9}});
+  CHECK(order == Order{0, 1, 2, 0, 2, 1, 1});
+  // A first call 5x the others' (a one-time cost) does not cut a candidate whose second call is
+  // fast: it races on, its confirming call counting as its second round's, and wins.
+  order.clear();
+  CHECK(schedule({{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}}, &order) == T{{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}});
+  CHECK(order == Order{0, 1, 0, 1, 0, 1});
   // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
   order.clear();
   CHECK(schedule({{1.2, 1.0, 1.05}, {1.0, 1.2, 1.1}}, &order) ==
@@ -111,19 +117,20 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   // Two of three calls slower than the best median: out after the second round.
   CHECK(schedule({{1.0, 1.0, 1.0}, {1.1, 1.2, 9.0}}) == T{{1.0, 1.0, 1.0}, {1.1, 1.2}});
   // The bar after a round is the best median so far (index 1's 1.0), not a first call.
-  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}}) ==
-        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}});
+  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3, 1.3}}) ==
+        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3, 1.3}});
   CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
   CHECK(schedule({}).empty());
-  // Short passes get more rounds: 5 ms / the fastest first call, 3 at least, 9 at most. A 1 ms
-  // pass: 5 calls each; the slower drops out once more than half of 5 are above the best median.
-  const std::vector<double> ms(5, 0.001), slow = {0.0011, 0.0012, 0.0013, 0.0011, 0.0012};
-  CHECK(schedule({ms, slow}) == T{ms, {0.0011, 0.0012, 0.0013}});
-  CHECK(schedule({std::vector<double>(9, 0.0001)}) == T{std::vector<double>(9, 0.0001)});
-  CHECK(schedule({std::vector<double>(3, 0.004)}) == T{std::vector<double>(3, 0.004)});
+  // Short passes get more rounds: 20 ms / the fastest first call, 3 at least, 21 at most. A 1 ms
+  // pass: 20 calls each; the slower drops out once more than half of 20 are above the best median.
+  const std::vector<double> ms(20, 0.001), slow(11, 0.0011);
+  CHECK(schedule({ms, std::vector<double>(20, 0.0011)}) == T{ms, slow});
+  CHECK(schedule({std::vector<double>(21, 0.0001)}) == T{std::vector<double>(21, 0.0001)});
+  CHECK(schedule({std::vector<double>(5, 0.004)}) == T{std::vector<double>(5, 0.004)});
+  CHECK(schedule({std::vector<double>(3, 0.007)}) == T{std::vector<double>(3, 0.007)});
   // A slow first call of the fastest decides it for all (the rounds follow the fastest first).
-  CHECK(schedule({{0.0025, 0.001, 0.001}, {0.003, 0.001, 0.001}}) ==
-        T{{0.0025, 0.001, 0.001}, {0.003, 0.001, 0.001}});
+  CHECK(schedule({{0.007, 0.002, 0.002}, {0.008, 0.002, 0.002}}) ==
+        T{{0.007, 0.002, 0.002}, {0.008, 0.002, 0.002}});
 }
 
 namespace {

@@ -65,12 +65,15 @@ struct ConvMeasureOptions {
   // Short passes get more: as many rounds as min_seconds / the fastest first call, up to
   // max_calls, so that a pass of a tenth of a millisecond is not decided by three calls on a
   // machine whose speed moves by more than the candidates differ.
-  int max_calls = 9;
-  double min_seconds = 0.005;
-  // A candidate is cut short once it cannot win: its first call took more than cutoff times the
-  // fastest first call, or more than half its calls were slower than the best median so far (its
+  // (At 5 ms and 9 calls, passes of 1-7 ms chose differently from one process to the next by
+  // 7-36 %, on the Intel Xeon with AMX, 2026-12-03: tools/bench/conv_remeasure.py.)
+  int max_calls = 21;
+  double min_seconds = 0.02;
+  // A candidate is cut short once it cannot win: its first two calls each took more than cutoff
+  // times the fastest first call (a first call alone can be a one-time cost: oneDNN's took 12x its
+  // later calls once), or more than half its calls were slower than the best median so far (its
   // median would be too). Its time is then the median of the calls it made, above the best, so it
-  // is not chosen. The second rule is exact; the first takes one call that slow as proof.
+  // is not chosen. The second rule is exact; the first takes two calls that slow as proof.
   double cutoff = 1.25;
 };
 
@@ -113,9 +116,10 @@ class ConvMeasureBuffers {
 
 // The measuring schedule on its own (planted times test it): call(i) runs candidate i once and
 // returns its seconds. Every candidate is called once in index order (its warm-up and first
-// sample); those not cut then get their other calls in rounds, one call each per round, so that a
-// drift of the machine's speed weighs on all alike. Returns every candidate's times, in index
-// order.
+// sample); one whose first call is over the cutoff is called once more at once (in index order),
+// and cut if that call is too; those not cut then get their other calls in rounds, one call each
+// per round, so that a drift of the machine's speed weighs on all alike. Returns every
+// candidate's times, in index order.
 std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::function<double(size_t)>& call,
                                                  const ConvMeasureOptions& options = {});
