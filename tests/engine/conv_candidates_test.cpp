@@ -107,7 +107,8 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   // A first call 5x the others' (a one-time cost) does not cut a candidate whose second call is
   // fast: it races on, its confirming call counting as its second round's, and wins.
   order.clear();
-  CHECK(schedule({{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}}, &order) == T{{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}});
+  CHECK(schedule({{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}}, &order) ==
+        T{{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}});
   CHECK(order == Order{0, 1, 0, 1, 0, 1});
   // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
   order.clear();
