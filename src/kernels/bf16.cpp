@@ -138,7 +138,6 @@ namespace {
 template <class AValue>
 void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* A, int lda,
                  const uint32_t* Bp, float beta, float* C, int ldc, Bf16Engine engine) {
-  using bf16_avx512::kBlockPairs;
   using bf16_avx512::kBlockRows;
   using bf16_avx512::kStrip;
   require_bf16("gemm_bf16");
@@ -150,6 +149,10 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
             cpu_features().describe() + ")",
         "gemm_bf16", "use the vdpbf16ps engine");
   note_dispatch(DispatchSite::kBf16Gemm, amx ? Isa::kAmx : Isa::kAvx512Bf16);
+  // k-pairs a block and A's words a row in the block buffer (AMX: longer blocks, as C is read and
+  // written once per block and the tiles are fast enough for that to show).
+  const int block_pairs = amx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
+  const int64_t a_ld = amx ? bf16_amx::kBlockWords : bf16_avx512::kBlockPairs;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // no products: C = beta * C
     for (int i = 0; i < M; ++i)
@@ -188,7 +191,7 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   };
   const auto a_block = [&](int64_t piece, int p0) {
     const int i0 = int(piece / column_blocks * block_rows);
-    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);             // A's columns in this block
+    const int k = std::min(K - 2 * p0, 2 * block_pairs);             // A's columns in this block
     const AValue* src = pair_major ? A + int64_t(2 * p0) * lda + i0  // A stored (K x M)
                                    : A + int64_t(i0) * lda + 2 * p0;
     return ABlock{src, i0, std::min(M - i0, block_rows), k};
@@ -210,12 +213,12 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     const ABlock a = a_block(piece, p0);
     const int64_t cb = piece % column_blocks;
     const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
-    const int pairs = std::min(kBlockPairs, b.pairs - p0);
+    const int pairs = std::min(block_pairs, b.pairs - p0);
     if (amx) {  // row-major words, the AMX A-tile layout, whatever A's layout
       if (pair_major)
-        bf16_avx512::interleave_rows_transposed(words, kBlockPairs, a.src, lda, a.k, a.rows);
+        bf16_avx512::interleave_rows_transposed(words, a_ld, a.src, lda, a.k, a.rows);
       else
-        bf16_avx512::rows_to_words(words, kBlockPairs, a.src, lda, a.rows, a.k);
+        bf16_avx512::rows_to_words(words, a_ld, a.src, lda, a.rows, a.k);
       bf16_amx::gemm_block(C + int64_t(a.i0) * ldc + j0, ldc, words, b, p0, j0, a.rows, n, pairs,
                            alpha, beta, p0 == 0);
       return;
@@ -223,15 +226,16 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     if (pair_major)  // pairs of A's rows
       bf16_avx512::interleave_rows(words, kBlockRows, a.src, lda, a.k, a.rows);
     else
-      bf16_avx512::rows_to_words(words, kBlockPairs, a.src, lda, a.rows, a.k);
+      bf16_avx512::rows_to_words(words, block_pairs, a.src, lda, a.rows, a.k);
     bf16_avx512::gemm_block(C + int64_t(a.i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, a.rows,
                             n, pairs, alpha, beta, p0 == 0, next);
   };
   // (The AMX tiles read A's rows 16 at a time: up to M rounded up to 16.)
-  const auto block_words = [] {
+  const auto block_words = [&] {
     std::vector<uint32_t>& buffer = a_words();
-    if (buffer.size() < size_t(bf16_amx::kBufferRows) * kBlockPairs)
-      buffer.resize(size_t(bf16_amx::kBufferRows) * kBlockPairs);
+    const size_t words = amx ? size_t(bf16_amx::kBufferRows) * size_t(a_ld)
+                             : size_t(kBlockRows) * bf16_avx512::kBlockPairs;
+    if (buffer.size() < words) buffer.resize(words);
     return buffer.data();
   };
   if (threads == 1) {
@@ -240,10 +244,10 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     // (the second piece's part of a row is still cached) instead of once per piece with a stride
     // the prefetcher does not follow. Each C value still sums its k-blocks in order: the same bits.
     uint32_t* words = block_words();
-    for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
+    for (int p0 = 0; p0 < b.pairs; p0 += block_pairs)
       for (int64_t piece = 0; piece < pieces; ++piece)
         step(words, piece, p0,
-             piece + 1 < pieces ? source(piece + 1, p0) : source(0, p0 + kBlockPairs));
+             piece + 1 < pieces ? source(piece + 1, p0) : source(0, p0 + block_pairs));
     if (amx) bf16_amx::release();
     return;
   }
@@ -252,8 +256,8 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     uint32_t* words = block_words();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t piece = 0; piece < pieces; ++piece)
-      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
-        step(words, piece, p0, source(piece, p0 + kBlockPairs));
+      for (int p0 = 0; p0 < b.pairs; p0 += block_pairs)
+        step(words, piece, p0, source(piece, p0 + block_pairs));
     if (amx) bf16_amx::release();
   }
 }
@@ -267,10 +271,12 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
   // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
   // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
   // driver adds block after block into C, so the chunks give the same bits as one call.
+  // (AMX: whole blocks of its longer k, so a chunk is at least one of them.)
   constexpr int64_t kChunkWords = int64_t(1) << 18;  // 1 MiB
-  const int64_t block_words = int64_t(bf16_avx512::kBlockPairs) * round16(N);
-  const int chunk =
-      2 * bf16_avx512::kBlockPairs * int(std::max<int64_t>(1, kChunkWords / block_words));
+  const int block_pairs =
+      engine == Bf16Engine::kAmx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
+  const int64_t block_words = int64_t(block_pairs) * round16(N);
+  const int chunk = 2 * block_pairs * int(std::max<int64_t>(1, kChunkWords / block_words));
   std::vector<uint32_t>& packed = b_words();
   int k0 = 0;
   do {

@@ -19,7 +19,6 @@ namespace nostrum::kernels::bf16_amx {
 
 namespace {
 
-using bf16_avx512::kBlockPairs;
 using bf16_avx512::kStrip;
 
 // The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG).
@@ -47,7 +46,7 @@ inline __mmask16 first(int n) {
   return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n > 0 ? n : 0)) - 1);
 }
 
-constexpr int kAStride = kBlockPairs * 4;  // bytes between A's rows
+constexpr int kAStride = kBlockWords * 4;  // bytes between A's rows
 
 // acc (32 x 32 fp32, row stride 32) = A rows [0, 16 * (1 + TWO_ROWS)) x B columns [0, 16 * (1 +
 // TWO_COLS)) summed over `full` k-pairs from b (stride b_bytes), then `tail` (< 16) more from
@@ -67,7 +66,7 @@ void tiles(float* acc, const uint32_t* a, const uint32_t* b, int64_t b_bytes, in
     _tile_dpbf16ps(0, 4, 6);
     if (TWO_COLS) _tile_dpbf16ps(1, 4, 7);
     if (TWO_ROWS) {
-      _tile_loadd(5, ap + 16 * kBlockPairs, kAStride);
+      _tile_loadd(5, ap + 16 * kBlockWords, kAStride);
       _tile_dpbf16ps(2, 5, 6);
       if (TWO_COLS) _tile_dpbf16ps(3, 5, 7);
     }
@@ -100,7 +99,7 @@ void gemm_block(float* C, int64_t ldc, const uint32_t* A, const bf16_avx512::Pac
     }
     const bool two_cols = n > 16;
     for (int i = 0; i < M; i += 32) {
-      const uint32_t* a = A + int64_t(i) * kBlockPairs;
+      const uint32_t* a = A + int64_t(i) * kBlockWords;
       const bool two_rows = M - i > 16;
       if (two_rows && two_cols)
         tiles<true, true>(acc, a, b, b_bytes, full, tail, b_tail);

@@ -374,8 +374,8 @@ TEST_CASE(
   std::mt19937 rng(15);
   Check worst;
   // 1 and 2 threads; M around the 16-row tiles and the 160-row AMX blocks (1, 15, 17, 33, 170,
-  // 333), N around the 16-column tiles and 32-column strips, K odd, below one 16-pair tile, past
-  // one 192-pair block and not a multiple of 32.
+  // 333), N around the 16-column tiles and 32-column strips, K odd, below one 16-pair tile and
+  // not a multiple of 32.
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     for (Trans ta : {Trans::kNo, Trans::kYes})
@@ -392,8 +392,11 @@ TEST_CASE(
     check_gemm(Trans::kYes, Trans::kNo, 50, 45, 803, 0.75f, -0.5f, rng, worst, Bf16Engine::kAmx);
     check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
     check_gemm(Trans::kYes, Trans::kNo, 64, 147, 403, 1.0f, 1.0f, rng, worst, Bf16Engine::kAmx);
-    // K past one 1 MiB chunk of packed B (N = 40: 10752 k a chunk), so gemm_bf16 packs twice and
-    // the second chunk adds into C.
+    // K past one 1024-pair AMX block (the later blocks add into C), at both A layouts.
+    check_gemm(Trans::kYes, Trans::kNo, 170, 70, 2100, 1.0f, 0.5f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kNo, Trans::kYes, 33, 17, 4501, 2.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
+    // K past one 1 MiB chunk of packed B (N = 40: 10240 k a chunk on AMX), so gemm_bf16 packs
+    // twice and the second chunk adds into C.
     check_gemm(Trans::kYes, Trans::kNo, 21, 40, 11001, 1.0f, 0.5f, rng, worst, Bf16Engine::kAmx);
     check_gemm(Trans::kNo, Trans::kYes, 17, 40, 10753, -1.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
   }
