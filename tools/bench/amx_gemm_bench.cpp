@@ -2,7 +2,8 @@
 // and ResNet-50 224 b32's weight-gradient shapes, at 1 and 2 threads, in GFLOP/s; then the
 // registry's bf16 conv candidates (oneDNN's included) timed by the measured choice's own
 // schedule on those weight-gradient passes. Operands in bf16 as a bf16 run hands them over.
-// Usage: nostrum-amx-gemm-bench [--quick] (--quick: the GEMMs only, 2 repeats).
+// Usage: nostrum-amx-gemm-bench [--quick] (--quick: the GEMMs only, 2 repeats);
+// tools/bench/README.md.
 #include <omp.h>
 
 #include <algorithm>
