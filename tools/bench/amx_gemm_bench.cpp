@@ -2,8 +2,9 @@
 // and ResNet-50 224 b32's weight-gradient shapes, at 1 and 2 threads, in GFLOP/s; then the
 // registry's bf16 conv candidates (oneDNN's included) timed by the measured choice's own
 // schedule on those weight-gradient passes. Operands in bf16 as a bf16 run hands them over.
-// Usage: nostrum-amx-gemm-bench [--quick] (--quick: the GEMMs only, 2 repeats);
-// tools/bench/README.md.
+// Usage: nostrum-amx-gemm-bench [--quick] [--only TEXT] (--quick: the GEMMs only, 2 repeats;
+// --only: the GEMMs whose description contains TEXT, 1 thread, the AMX engine, 20 repeats, for a
+// profiler); tools/bench/README.md.
 #include <omp.h>
 
 #include <algorithm>
@@ -38,7 +39,12 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
   std::printf("cpu: %s\n", cpu_features().describe().c_str());
   if (!kernels::bf16_available()) {
     std::printf("no AVX512_BF16: nothing to time\n");
@@ -56,8 +62,9 @@ int main(int argc, char** argv) {
   };
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const int repeats = quick ? 2 : 3;
+  const int repeats = !only.empty() ? 20 : quick ? 2 : 3;
   for (const Shape& s : shapes) {
+    if (!only.empty() && std::string(s.what).find(only) == std::string::npos) continue;
     const int a_rows = s.ta == Trans::kNo ? s.M : s.K, a_cols = s.ta == Trans::kNo ? s.K : s.M;
     std::vector<uint16_t> A(size_t(a_rows) * a_cols), B(size_t(s.K) * s.N);
     for (auto& x : A) x = kernels::fp32_to_bf16(u(rng));
@@ -65,11 +72,12 @@ int main(int argc, char** argv) {
     std::vector<float> C(size_t(s.M) * s.N);
     const double flops = 2.0 * s.M * s.N * double(s.K);
     for (int threads : {1, 2}) {
+      if (!only.empty() && threads > 1) continue;
       omp_set_num_threads(threads);
       std::printf("%-46s M%d N%d K%d ta%d, %d thread(s):", s.what, s.M, s.N, s.K, int(s.ta),
                   threads);
       for (Bf16Engine e : {Bf16Engine::kVdpbf16ps, Bf16Engine::kAmx}) {
-        if (e == Bf16Engine::kAmx && !amx) continue;
+        if ((e == Bf16Engine::kAmx && !amx) || (!only.empty() && e != Bf16Engine::kAmx)) continue;
         std::vector<double> t;
         for (int r = 0; r < repeats + 1; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
@@ -87,7 +95,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  if (quick) return 0;
+  if (quick || !only.empty()) return 0;
   // The conv candidates on ResNet-50 224 b32's weight gradients, the operands handed over in bf16.
   const std::vector<kernels::ConvGeometry> convs = {
       {32, 56, 56, 256, 64, 1, 1, 1, 0},  {32, 56, 56, 64, 256, 1, 1, 1, 0},
