@@ -1,7 +1,8 @@
 // bf16 conversion and the driver of the mixed-precision GEMM: B packed in 32-column strips of
 // k-pair words; the product cut into blocks of at most 168 rows x 192 k-pairs (all columns unless
 // the threads need more pieces), A's block rounded into a 129 KB per-thread buffer once per block
-// and handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp).
+// and handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp) or, with
+// Bf16Engine::kAmx, to the AMX tiles (bf16_amx.cpp; A's block then always row-major words).
 #include "nostrum/kernels/bf16.hpp"
 
 #include <omp.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <vector>
 
+#include "bf16_amx.hpp"
 #include "bf16_avx512.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/enum_names.hpp"
@@ -62,6 +64,15 @@ Precision parse_precision(const std::string& name) {
 
 bool bf16_available() {
   return cpu_features().avx512_bf16;
+}
+
+bool bf16_amx_available() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.amx_permitted;
+}
+
+const char* bf16_engine_name(Bf16Engine engine) {
+  return engine == Bf16Engine::kAmx ? "amx" : "vdpbf16ps";
 }
 
 void require_bf16(const std::string& where) {
@@ -126,12 +137,22 @@ namespace {
 // gemm_bf16_packed for A of either type: fp32 (rounded block by block) or bf16 (taken as it is).
 template <class AValue>
 void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* A, int lda,
-                 const uint32_t* Bp, float beta, float* C, int ldc) {
-  using bf16_avx512::kBlockPairs;
+                 const uint32_t* Bp, float beta, float* C, int ldc, Bf16Engine engine) {
   using bf16_avx512::kBlockRows;
   using bf16_avx512::kStrip;
   require_bf16("gemm_bf16");
-  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
+  const bool amx = engine == Bf16Engine::kAmx;
+  if (amx && !bf16_amx_available())
+    throw OptionError(
+        "the bf16 GEMM's AMX engine needs AMX_TILE, AMX_BF16 and Linux's tile-data "
+        "permission (" +
+            cpu_features().describe() + ")",
+        "gemm_bf16", "use the vdpbf16ps engine");
+  note_dispatch(DispatchSite::kBf16Gemm, amx ? Isa::kAmx : Isa::kAvx512Bf16);
+  // k-pairs a block and A's words a row in the block buffer (AMX: longer blocks, as C is read and
+  // written once per block and the tiles are fast enough for that to show).
+  const int block_pairs = amx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
+  const int64_t a_ld = amx ? bf16_amx::kBlockWords : bf16_avx512::kBlockPairs;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // no products: C = beta * C
     for (int i = 0; i < M; ++i)
@@ -146,9 +167,13 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   // Row blocks of at most kBlockRows rows, as many as a multiple of the threads and of one height,
   // so that the threads' shares are alike (7 blocks of 168 rows or fewer split 4 : 3 between two
   // threads; 8 of 128 split evenly). The sums do not depend on the blocks.
-  int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
+  // AMX: at most 160 rows (5 pairs of 16-row tiles), a multiple of 16 (whole tiles but the last).
+  constexpr int kAmxBlockRows = kBlockRows / 32 * 32;
+  const int max_rows = amx ? kAmxBlockRows : kBlockRows;
+  int64_t row_blocks = (M + max_rows - 1) / max_rows;
   if (threads > 1) row_blocks = (row_blocks + threads - 1) / threads * threads;
-  const int block_rows = int((M + row_blocks - 1) / row_blocks);
+  int block_rows = int((M + row_blocks - 1) / row_blocks);
+  if (amx) block_rows = std::min(kAmxBlockRows, int(round16(block_rows)));
   row_blocks = (M + block_rows - 1) / block_rows;
   // All columns in one piece (A's block converted once), cut finer (multiples of 32) only when
   // the rows give too few pieces for the threads.
@@ -166,7 +191,7 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   };
   const auto a_block = [&](int64_t piece, int p0) {
     const int i0 = int(piece / column_blocks * block_rows);
-    const int k = std::min(K - 2 * p0, 2 * kBlockPairs);             // A's columns in this block
+    const int k = std::min(K - 2 * p0, 2 * block_pairs);             // A's columns in this block
     const AValue* src = pair_major ? A + int64_t(2 * p0) * lda + i0  // A stored (K x M)
                                    : A + int64_t(i0) * lda + 2 * p0;
     return ABlock{src, i0, std::min(M - i0, block_rows), k};
@@ -188,18 +213,29 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     const ABlock a = a_block(piece, p0);
     const int64_t cb = piece % column_blocks;
     const int j0 = int(cb * columns), n = int(std::min<int64_t>(N - j0, columns));
-    const int pairs = std::min(kBlockPairs, b.pairs - p0);
+    const int pairs = std::min(block_pairs, b.pairs - p0);
+    if (amx) {  // row-major words, the AMX A-tile layout, whatever A's layout
+      if (pair_major)
+        bf16_avx512::interleave_rows_transposed(words, a_ld, a.src, lda, a.k, a.rows);
+      else
+        bf16_avx512::rows_to_words(words, a_ld, a.src, lda, a.rows, a.k);
+      bf16_amx::gemm_block(C + int64_t(a.i0) * ldc + j0, ldc, words, b, p0, j0, a.rows, n, pairs,
+                           alpha, beta, p0 == 0);
+      return;
+    }
     if (pair_major)  // pairs of A's rows
       bf16_avx512::interleave_rows(words, kBlockRows, a.src, lda, a.k, a.rows);
     else
-      bf16_avx512::rows_to_words(words, kBlockPairs, a.src, lda, a.rows, a.k);
+      bf16_avx512::rows_to_words(words, block_pairs, a.src, lda, a.rows, a.k);
     bf16_avx512::gemm_block(C + int64_t(a.i0) * ldc + j0, ldc, words, pair_major, b, p0, j0, a.rows,
                             n, pairs, alpha, beta, p0 == 0, next);
   };
-  const auto block_words = [] {
+  // (The AMX tiles read A's rows 16 at a time: up to M rounded up to 16.)
+  const auto block_words = [&] {
     std::vector<uint32_t>& buffer = a_words();
-    if (buffer.size() < size_t(kBlockRows) * kBlockPairs)
-      buffer.resize(size_t(kBlockRows) * kBlockPairs);
+    const size_t words = amx ? size_t(bf16_amx::kBufferRows) * size_t(a_ld)
+                             : size_t(kBlockRows) * bf16_avx512::kBlockPairs;
+    if (buffer.size() < words) buffer.resize(words);
     return buffer.data();
   };
   if (threads == 1) {
@@ -208,10 +244,11 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     // (the second piece's part of a row is still cached) instead of once per piece with a stride
     // the prefetcher does not follow. Each C value still sums its k-blocks in order: the same bits.
     uint32_t* words = block_words();
-    for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
+    for (int p0 = 0; p0 < b.pairs; p0 += block_pairs)
       for (int64_t piece = 0; piece < pieces; ++piece)
         step(words, piece, p0,
-             piece + 1 < pieces ? source(piece + 1, p0) : source(0, p0 + kBlockPairs));
+             piece + 1 < pieces ? source(piece + 1, p0) : source(0, p0 + block_pairs));
+    if (amx) bf16_amx::release();
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -219,23 +256,27 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
     uint32_t* words = block_words();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t piece = 0; piece < pieces; ++piece)
-      for (int p0 = 0; p0 < b.pairs; p0 += kBlockPairs)
-        step(words, piece, p0, source(piece, p0 + kBlockPairs));
+      for (int p0 = 0; p0 < b.pairs; p0 += block_pairs)
+        step(words, piece, p0, source(piece, p0 + block_pairs));
+    if (amx) bf16_amx::release();
   }
 }
 
 // gemm_bf16 for A and B of either type.
 template <class AValue, class BValue>
 void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const AValue* A,
-                   int lda, const BValue* B, int ldb, float beta, float* C, int ldc) {
+                   int lda, const BValue* B, int ldb, float beta, float* C, int ldc,
+                   Bf16Engine engine) {
   require_bf16("gemm_bf16");
   // B packed a chunk of k at a time (whole 192-pair blocks, about kChunkWords words), so a long
   // reduction (a weight gradient over all of a batch's pixels) never holds all of B as words. The
   // driver adds block after block into C, so the chunks give the same bits as one call.
+  // (AMX: whole blocks of its longer k, so a chunk is at least one of them.)
   constexpr int64_t kChunkWords = int64_t(1) << 18;  // 1 MiB
-  const int64_t block_words = int64_t(bf16_avx512::kBlockPairs) * round16(N);
-  const int chunk =
-      2 * bf16_avx512::kBlockPairs * int(std::max<int64_t>(1, kChunkWords / block_words));
+  const int block_pairs =
+      engine == Bf16Engine::kAmx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
+  const int64_t block_words = int64_t(block_pairs) * round16(N);
+  const int chunk = 2 * block_pairs * int(std::max<int64_t>(1, kChunkWords / block_words));
   std::vector<uint32_t>& packed = b_words();
   int k0 = 0;
   do {
@@ -245,7 +286,8 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
     const BValue* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
     const AValue* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
     bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
-    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc);
+    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc,
+                engine);
     k0 += chunk;
   } while (k0 < K);
 }
@@ -253,33 +295,35 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
 }  // namespace
 
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
-                      const uint32_t* Bp, float beta, float* C, int ldc) {
-  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc);
+                      const uint32_t* Bp, float beta, float* C, int ldc, Bf16Engine engine) {
+  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc, engine);
 }
 
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uint16_t* A, int lda,
-                      const uint32_t* Bp, float beta, float* C, int ldc) {
-  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc);
+                      const uint32_t* Bp, float beta, float* C, int ldc, Bf16Engine engine) {
+  gemm_packed(trans_a, M, N, K, alpha, A, lda, Bp, beta, C, ldc, engine);
 }
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, Bf16Engine engine) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, engine);
 }
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, Bf16Engine engine) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, engine);
 }
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc) {
-  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, engine);
 }
 
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
-               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc) {
-  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine) {
+  gemm_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, engine);
 }
 
 double bf16_dot_probe_seconds(int64_t iterations) {

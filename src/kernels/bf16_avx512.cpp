@@ -209,6 +209,29 @@ void interleave_rows_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t l
 }
 
 template <class T>
+void interleave_rows_transposed_of(uint32_t* dst, int64_t ld_words, const T* src, int64_t lds,
+                                   int rows, int cols) {
+  const int64_t pairs = (rows + 1) / 2;
+  // Pairs outer: each step reads 32 source rows left to right (one 16-column piece of each pair
+  // of rows per register), then writes 16 rows of dst 16 words each.
+  for (int64_t p0 = 0; p0 < pairs && p0 < ld_words; p0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 k = first(cols - c0);
+      __m512i r[16];
+      for (int q = 0; q < 16; ++q) {
+        const int64_t row = 2 * (p0 + q);
+        const T* a = row < rows ? src + row * lds + c0 : nullptr;
+        const T* b = row + 1 < rows ? a + lds : nullptr;
+        r[q] = a ? column_words(a, b, k) : _mm512_setzero_si512();
+      }
+      transpose16(r);
+      const int n = cols - c0 < 16 ? cols - c0 : 16;
+      for (int i = 0; i < n; ++i)
+        _mm512_mask_storeu_epi32(dst + (c0 + i) * ld_words + p0, first(ld_words - p0), r[i]);
+    }
+}
+
+template <class T>
 void pack_b_rows_of(uint32_t* dst, int n_padded, const T* src, int64_t lds, int rows, int cols,
                     int s0, int s1) {
   const int pairs = (rows + 1) / 2;
@@ -324,6 +347,16 @@ void interleave_rows(uint32_t* dst, int64_t ld_words, const float* src, int64_t 
 void interleave_rows(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
                      int cols) {
   interleave_rows_of(dst, ld_words, src, lds, rows, cols);
+}
+
+void interleave_rows_transposed(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds,
+                                int rows, int cols) {
+  interleave_rows_transposed_of(dst, ld_words, src, lds, rows, cols);
+}
+
+void interleave_rows_transposed(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds,
+                                int rows, int cols) {
+  interleave_rows_transposed_of(dst, ld_words, src, lds, rows, cols);
 }
 
 void pack_b_rows(uint32_t* dst, int n_padded, const float* src, int64_t lds, int rows, int cols,

@@ -29,6 +29,16 @@ void rows_to_words(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t
 void interleave_rows(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds, int rows,
                      int cols);
 
+// Row-major words of src^T (the AMX A-tile layout of a pair-major A): dst[c * ld_words + p] =
+// (src[2p][c], src[2p+1][c]) for c < cols and p < ceil(rows/2) rounded up to 16 (at most
+// ld_words), the high half 0 past rows and the words past ceil(rows/2) 0; rows of dst past cols
+// not written. src is (rows, cols) row-major (lds); words transposed 16 x 16 in registers. From
+// fp32 (rounded as everywhere) or bf16 (taken as it is).
+void interleave_rows_transposed(uint32_t* dst, int64_t ld_words, const float* src, int64_t lds,
+                                int rows, int cols);
+void interleave_rows_transposed(uint32_t* dst, int64_t ld_words, const uint16_t* src, int64_t lds,
+                                int rows, int cols);
+
 // ---- packed B: column strips ----
 // op(B) (K x N) as pair words in strips of 32 columns (the last strip 16 or 32 wide: N rounded up
 // to 16): strip s holds pairs [0, pairs) x its width contiguously, so the microkernel's B operand

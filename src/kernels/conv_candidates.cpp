@@ -1,6 +1,6 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
-// SGEMM in both threadings, the bf16 GEMM in both threadings; oneDNN's fp32 and bf16 primitives
-// from kernels/onednn) and the registry that lists them.
+// SGEMM in both threadings, the bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings;
+// oneDNN's fp32 and bf16 primitives from kernels/onednn) and the registry that lists them.
 #include <omp.h>
 
 #include <string>
@@ -124,12 +124,24 @@ class PreparedGemm final : public PreparedConv {
 class GemmCandidate final : public ConvCandidate {
  public:
   GemmCandidate(const char* name, const char* description, Precision precision,
-                layers::ConvThreading threading)
-      : name_(name), description_(description), precision_(precision), threading_(threading) {}
+                layers::ConvThreading threading, Bf16Engine engine = Bf16Engine::kVdpbf16ps)
+      : name_(name),
+        description_(description),
+        precision_(precision),
+        threading_(threading),
+        engine_(engine) {}
   const char* name() const override { return name_; }
   const char* description() const override { return description_; }
+  // bf16: AVX512_BF16 (the packing, and the vdpbf16ps engine), and for the AMX engine AMX_TILE,
+  // AMX_BF16 and Linux's tile-data permission (bf16_amx_available(), read from `cpu`).
   bool available(const CpuFeatures& cpu) const override {
-    return precision_ == Precision::kFp32 || cpu.avx512_bf16;
+    if (precision_ == Precision::kFp32) return true;
+    if (engine_ == Bf16Engine::kAmx)
+      return cpu.avx512_bf16 && cpu.amx_tile && cpu.amx_bf16 && cpu.amx_permitted;
+    return cpu.avx512_bf16;
+  }
+  bool reaches_amx(const CpuFeatures& cpu) const override {
+    return engine_ == Bf16Engine::kAmx && available(cpu);
   }
   bool supports(Precision p) const override { return p == precision_; }
   // Every shape; the per-thread variant only where it really runs per-thread tiles at the pool's
@@ -148,6 +160,7 @@ class GemmCandidate final : public ConvCandidate {
     o.algorithm = layers::ConvAlgorithm::kGemm;
     o.threading = threading_;
     o.precision = precision_;
+    o.bf16_engine = engine_;
     return o;
   }
 
@@ -156,6 +169,7 @@ class GemmCandidate final : public ConvCandidate {
   const char* description_;
   Precision precision_;
   layers::ConvThreading threading_;
+  Bf16Engine engine_;
 };
 
 const DirectCandidate kDirect;
@@ -178,6 +192,16 @@ const GemmCandidate kBf16PerThread(
     "im2col + nostrum's bf16 GEMM (AVX512_BF16), each thread its own tiles (fits where that "
     "differs from gemm_bf16: more than 1 thread, per-thread tiles within the column budget)",
     Precision::kBf16, layers::ConvThreading::kPerThread);
+const GemmCandidate kBf16AmxShared(
+    "gemm_bf16_amx",
+    "im2col + nostrum's bf16 GEMM on AMX tiles (tdpbf16ps, fp32 sums; AMX_TILE, AMX_BF16 and "
+    "Linux's tile-data permission), one GEMM per tile of rows",
+    Precision::kBf16, layers::ConvThreading::kSharedGemm, Bf16Engine::kAmx);
+const GemmCandidate kBf16AmxPerThread(
+    "gemm_bf16_amx_per_thread",
+    "im2col + nostrum's bf16 GEMM on AMX tiles, each thread its own tiles (fits where that "
+    "differs from gemm_bf16_amx: more than 1 thread, per-thread tiles within the column budget)",
+    Precision::kBf16, layers::ConvThreading::kPerThread, Bf16Engine::kAmx);
 
 }  // namespace
 
@@ -188,6 +212,8 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
                                                          &kBlasPerThread,
                                                          &kBf16Shared,
                                                          &kBf16PerThread,
+                                                         &kBf16AmxShared,
+                                                         &kBf16AmxPerThread,
                                                          &onednn_fp32_candidate(),
                                                          &onednn_bf16_candidate()};
   return list;

@@ -2,6 +2,7 @@
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bf16_amx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/blas_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv_cache.cpp
@@ -19,6 +20,7 @@ list(APPEND NOSTRUM_CORE_SOURCES
 # holds their entry points, never reached (their CPU checks are false there) and aborting if they are.
 if(NOT NOSTRUM_ARCH STREQUAL "x86_64")
   list(REMOVE_ITEM NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/bf16_amx.cpp
        ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
        ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp)
   list(APPEND NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86_kernels_absent.cpp)
@@ -32,6 +34,10 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
 # The AMX tile probe only: called after checking AMX_TILE, AMX_BF16 and the tile-data permission.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
   PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-bf16")
+# The AMX tile loops of the bf16 GEMM (tiles, and AVX-512 to combine with C): called only after
+# bf16_amx_available() (bf16.cpp).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_amx.cpp
+  PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-bf16;-mavx512f;-mavx512bw;-mavx512vl;-mfma")
 # The AVX2 FMA probe of `--precision auto` on CPUs without AVX-512 (precision_choice.cpp checks).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")

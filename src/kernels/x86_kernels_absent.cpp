@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "amx_probe.hpp"
+#include "bf16_amx.hpp"
 #include "bf16_avx512.hpp"
 #include "direct_conv_avx512.hpp"
 #include "fma_probe_avx2.hpp"
@@ -57,6 +58,12 @@ void pack_b_rows(uint32_t*, int, const float*, int64_t, int, int, int, int) {
 void pack_b_rows(uint32_t*, int, const uint16_t*, int64_t, int, int, int, int) {
   x86_only("bf16_avx512::pack_b_rows");
 }
+void interleave_rows_transposed(uint32_t*, int64_t, const float*, int64_t, int, int) {
+  x86_only("bf16_avx512::interleave_rows_transposed");
+}
+void interleave_rows_transposed(uint32_t*, int64_t, const uint16_t*, int64_t, int, int) {
+  x86_only("bf16_avx512::interleave_rows_transposed");
+}
 void pack_b_columns(uint32_t*, int, const float*, int64_t, int, int, int, int) {
   x86_only("bf16_avx512::pack_b_columns");
 }
@@ -72,6 +79,18 @@ float fma_probe(int64_t) {
 }
 
 }  // namespace bf16_avx512
+
+namespace bf16_amx {
+
+void gemm_block(float*, int64_t, const uint32_t*, const bf16_avx512::PackedB&, int, int, int, int,
+                int, float, float, bool) {
+  x86_only("bf16_amx::gemm_block");
+}
+void release() {
+  x86_only("bf16_amx::release");
+}
+
+}  // namespace bf16_amx
 
 namespace amx {
 

@@ -192,9 +192,9 @@ void col2im_parallel(float* d_in, const float* col, const Plan& plan, int64_t ro
 // words is null, else bf16 against the weights' words packed once per call (kernels/bf16.hpp).
 void gemm_weights(const uint32_t* words, Trans trans_a, Trans trans_b, int M, int N, int K,
                   float alpha, const float* A, int lda, const float* B, int ldb, float beta,
-                  float* C, int ldc) {
+                  float* C, int ldc, kernels::Bf16Engine engine) {
   if (words)
-    kernels::gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, words, beta, C, ldc);
+    kernels::gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, words, beta, C, ldc, engine);
   else
     gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -263,10 +263,10 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
   const auto product = [&](const auto* a, int64_t r0, int64_t n) {
     if constexpr (std::is_same_v<decltype(a), const uint16_t*>)
       kernels::gemm_bf16_packed(Trans::kNo, int(n), K, int(L), 1.0f, a, int(L), words, 0.0f,
-                                out + r0 * K, K);
+                                out + r0 * K, K, options.bf16_engine);
     else
       gemm_weights(words, Trans::kNo, Trans::kYes, int(n), K, int(L), 1.0f, a, int(L), packed,
-                   int(L), 0.0f, out + r0 * K, K);
+                   int(L), 0.0f, out + r0 * K, K, options.bf16_engine);
   };
 
   if (mode == ConvThreading::kSharedGemm) {
@@ -346,13 +346,14 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
   const auto product = [&](int64_t r0, int64_t n, const auto* b, float beta, float* c) {
     if (options.d_out_bf16)
       kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f,
-                         options.d_out_bf16 + r0 * K, K, b, int(L), beta, c, int(L));
+                         options.d_out_bf16 + r0 * K, K, b, int(L), beta, c, int(L),
+                         options.bf16_engine);
     else if constexpr (std::is_same_v<decltype(b), const uint16_t*>)
       kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, b,
-                         int(L), beta, c, int(L));
+                         int(L), beta, c, int(L), options.bf16_engine);
     else
       gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
-           b, int(L), beta, c, int(L));
+           b, int(L), beta, c, int(L), options.bf16_engine);
   };
 
   if (mode == ConvThreading::kSharedGemm) {
@@ -447,10 +448,10 @@ void conv2d_backward_data(float* d_in, const float* d_out, const float* weight,
   const auto product = [&](int64_t r0, int64_t n, float c_beta, float* c) {
     if (options.d_out_bf16)
       kernels::gemm_bf16_packed(Trans::kNo, int(n), int(L), K, 1.0f, options.d_out_bf16 + r0 * K, K,
-                                words, c_beta, c, int(L));
+                                words, c_beta, c, int(L), options.bf16_engine);
     else
       gemm_weights(words, Trans::kNo, Trans::kNo, int(n), int(L), K, 1.0f, d_out + r0 * K, K,
-                   packed, int(L), c_beta, c, int(L));
+                   packed, int(L), c_beta, c, int(L), options.bf16_engine);
   };
   if (plan.direct) {
     if (mode == ConvThreading::kSharedGemm) {

@@ -509,16 +509,18 @@ TEST_CASE("conv kernel requests reach AMX tiles only through a candidate that ru
   const auto request = [](const char* value) {
     return kernels::conv_request_amx_obstacle(kernels::conv_kernel_request(value, "none", "x"));
   };
-  // oneDNN's bf16 primitives run on the tiles where the table has them and Linux granted them
-  // (tests/kernels/onednn_conv_test.cpp checks the dispatch itself).
+  // nostrum's AMX GEMM (gemm_bf16_amx*) and oneDNN's bf16 primitives run on the tiles where the
+  // table has them and Linux granted them (tests/kernels/onednn_conv_test.cpp checks oneDNN's
+  // dispatch itself).
   const kernels::ConvCandidate* onednn_bf16 = kernels::find_conv_candidate("onednn_bf16");
-  const bool tiles = cpu.amx_tile && cpu.amx_bf16 && cpu.amx_permitted && onednn_bf16 &&
-                     onednn_bf16->available(cpu);
+  const bool amx = cpu.amx_tile && cpu.amx_bf16 && cpu.amx_permitted && cpu.avx512_bf16;
   CHECK(request("fixed") == "--conv-kernel fixed runs no kernel on AMX tiles");
   CHECK(request("gemm_bf16") == "--conv-kernel gemm_bf16 does not run on AMX tiles");
+  CHECK(request("gemm_bf16_amx").empty() == amx);
+  CHECK(request("gemm_bf16_amx_per_thread").empty() == amx);
   CHECK(request("onednn") == "--conv-kernel onednn does not run on AMX tiles");  // fp32
-  CHECK(request("measure").empty() == tiles);
-  CHECK(request("cached").empty() == tiles);
-  if (onednn_bf16) CHECK(request("onednn_bf16").empty() == tiles);
-  if (!tiles) CHECK(request("measure") == "no conv kernel built in runs on AMX tiles");
+  CHECK(request("measure").empty() == amx);
+  CHECK(request("cached").empty() == amx);
+  if (onednn_bf16) CHECK(request("onednn_bf16").empty() == (amx && onednn_bf16->available(cpu)));
+  if (!amx) CHECK(request("measure") == "no conv kernel built in runs on AMX tiles");
 }

@@ -33,7 +33,9 @@ std::vector<Isa> allowed(DispatchSite site, const CpuFeatures& f) {
       return f.avx512f ? std::vector<Isa>{Isa::kAvx512} : std::vector<Isa>{};
     case DispatchSite::kBf16Convert:
       return {f.avx512() ? Isa::kAvx512 : Isa::kBaseline};
-    case DispatchSite::kBf16Gemm:
+    case DispatchSite::kBf16Gemm:  // its AMX engine too where the table has AMX and tile data
+      if (f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.amx_permitted)
+        return {Isa::kAvx512Bf16, Isa::kAmx};
       return f.avx512_bf16 ? std::vector<Isa>{Isa::kAvx512Bf16} : std::vector<Isa>{};
     case DispatchSite::kFmaProbe:
       return f.avx512()          ? std::vector<Isa>{Isa::kAvx512}
@@ -72,7 +74,7 @@ TEST_CASE("every kernel dispatch runs the variant the CPU features table allows"
   m->backward();
 
   // What the step may not reach on every table: col2im's adds, the bf16 conversion (and its GEMM
-  // where the table has AVX512_BF16), the fp32 FMA probe.
+  // where the table has AVX512_BF16, on AMX tiles too where it has AMX), the fp32 FMA probe.
   kernels::PatchShape s;
   s.N = 1, s.H = s.W = 6, s.C = 32, s.R = s.S = 3, s.pad = 1, s.P = s.Q = 6;
   const std::vector<float> col = testing::random_vector(size_t(s.rows() * s.row_length()), 2);
@@ -84,6 +86,9 @@ TEST_CASE("every kernel dispatch runs the variant the CPU features table allows"
     std::vector<float> out(32 * 32);
     kernels::gemm_bf16(kernels::Trans::kNo, kernels::Trans::kNo, 32, 32, 32, 1.0f, col.data(), 32,
                        col.data(), 32, 0.0f, out.data(), 32);
+    if (kernels::bf16_amx_available())
+      kernels::gemm_bf16(kernels::Trans::kNo, kernels::Trans::kNo, 32, 32, 32, 1.0f, col.data(), 32,
+                         col.data(), 32, 0.0f, out.data(), 32, kernels::Bf16Engine::kAmx);
   }
   if (f.avx2 && f.fma) kernels::fp32_fma_probe_gflops(1000);
 

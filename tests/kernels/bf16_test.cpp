@@ -1,6 +1,7 @@
 // bf16 conversion (round to nearest even against an independent float64 rule, NaN, inf,
 // denormals; the AVX-512 loop bit-identical to the scalar one), and the mixed-precision GEMM
-// against float64 references on odd shapes, all four transpose cases, alpha/beta (CPU feature
+// against float64 references on odd shapes, all four transpose cases, alpha/beta, on both engines
+// (vdpbf16ps; AMX tiles, tagged [amx]: reported skipped where AMX is not available) (CPU feature
 // detection: tests/core/cpu_features_test.cpp). Row-major matrices throughout.
 #include <catch2/catch.hpp>
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -15,11 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/im2col.hpp"
 
 using nostrum::kernels::bf16_to_fp32;
+using nostrum::kernels::Bf16Engine;
 using nostrum::kernels::fp32_to_bf16;
 using nostrum::kernels::Trans;
 
@@ -118,7 +123,7 @@ struct Check {
 };
 
 void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta, std::mt19937& rng,
-                Check& worst) {
+                Check& worst, Bf16Engine engine = Bf16Engine::kVdpbf16ps) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int lda = (ta == Trans::kNo ? K : M) + 3, ldb = (tb == Trans::kNo ? N : K) + 1;
   const int ldc = N + 2;
@@ -135,7 +140,7 @@ void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta
     return B[tb == Trans::kNo ? size_t(k) * ldb + j : size_t(j) * ldb + k];
   };
   nostrum::kernels::gemm_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
-                              ldc);
+                              ldc, engine);
   const double u24 = std::ldexp(1.0, -24);
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -158,10 +163,11 @@ void check_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, float beta
       worst.rounded_max = std::max(worst.rounded_max, e_rounded / bound_rounded);
       worst.full_max = std::max(worst.full_max, e_full / bound_full);
       if (!(e_rounded <= bound_rounded && e_full <= bound_full))
-        FAIL("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " tb" << int(tb) << " (" << i
-                 << "," << j << "): got " << got << " rounded-ref " << alpha * rounded + c0
-                 << " (err " << e_rounded << " > " << bound_rounded << "?) full-ref "
-                 << alpha * full + c0 << " (err " << e_full << " > " << bound_full << "?)");
+        FAIL(nostrum::kernels::bf16_engine_name(engine)
+             << " M" << M << " N" << N << " K" << K << " ta" << int(ta) << " tb" << int(tb) << " ("
+             << i << "," << j << "): got " << got << " rounded-ref " << alpha * rounded + c0
+             << " (err " << e_rounded << " > " << bound_rounded << "?) full-ref "
+             << alpha * full + c0 << " (err " << e_full << " > " << bound_full << "?)");
     }
     for (int j = N; j < ldc; ++j)  // the padding columns of C are never written
       if (!(std::isnan(C[size_t(i) * ldc + j]) && std::isnan(C0[size_t(i) * ldc + j])) &&
@@ -357,5 +363,129 @@ TEST_CASE("bf16_pack_b of B^T equals the pack of the transpose, bit for bit", "[
         INFO("N " << N << " K " << K << " threads " << threads);
         REQUIRE(from_columns == from_rows);
       }
+  }
+}
+
+// ---- the AMX engine (tagged [amx]: bf16_main.cpp reports these skipped where AMX is missing) ----
+
+TEST_CASE(
+    "gemm_bf16 on AMX tiles matches float64 within the bf16 bound, odd shapes, all transposes",
+    "[bf16][amx]") {
+  std::mt19937 rng(15);
+  Check worst;
+  // 1 and 2 threads; M around the 16-row tiles and the 160-row AMX blocks (1, 15, 17, 33, 170,
+  // 333), N around the 16-column tiles and 32-column strips, K odd, below one 16-pair tile and
+  // not a multiple of 32.
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (Trans tb : {Trans::kNo, Trans::kYes})
+        for (int M : {1, 15, 17, 33, 170, 333})
+          for (int N : {1, 7, 16, 17, 33, 40, 70})
+            for (int K : {1, 2, 3, 31, 33, 64, 385, 801}) {
+              if (int64_t(M) * N * K > 2000000) continue;
+              check_gemm(ta, tb, M, N, K, 1.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
+            }
+    // alpha, beta (overwrite with beta, then += over the later k-blocks).
+    check_gemm(Trans::kNo, Trans::kYes, 37, 19, 21, 0.5f, 1.0f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kYes, Trans::kNo, 18, 9, 33, -2.0f, 0.25f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kYes, Trans::kNo, 50, 45, 803, 0.75f, -0.5f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kNo, Trans::kNo, 339, 270, 401, 1.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kYes, Trans::kNo, 64, 147, 403, 1.0f, 1.0f, rng, worst, Bf16Engine::kAmx);
+    // K past one 1024-pair AMX block (the later blocks add into C), at both A layouts.
+    check_gemm(Trans::kYes, Trans::kNo, 170, 70, 2100, 1.0f, 0.5f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kNo, Trans::kYes, 33, 17, 4501, 2.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
+    // K past one 1 MiB chunk of packed B (N = 40: 10240 k a chunk on AMX), so gemm_bf16 packs
+    // twice and the second chunk adds into C.
+    check_gemm(Trans::kYes, Trans::kNo, 21, 40, 11001, 1.0f, 0.5f, rng, worst, Bf16Engine::kAmx);
+    check_gemm(Trans::kNo, Trans::kYes, 17, 40, 10753, -1.0f, 0.0f, rng, worst, Bf16Engine::kAmx);
+  }
+  INFO("worst err/bound: rounded operands " << worst.rounded_max << ", fp32 operands "
+                                            << worst.full_max);
+  CHECK(worst.rounded_max <= 1.0);
+  CHECK(worst.full_max <= 1.0);
+  CHECK(worst.full_max > 0.01);  // bf16 rounding visible: not an fp32 GEMM in disguise
+}
+
+TEST_CASE("gemm_bf16 on AMX tiles: bf16 operands give the fp32 call's bits, packed B reused",
+          "[bf16][amx]") {
+  // As the vdpbf16ps test above: A and B already in bf16 are the values of the fp32 call, lda and
+  // ldb padded with NaN (a tile that reads past a row shows), both A layouts, 1 and 2 threads.
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto to_bf16 = [](const std::vector<float>& x, std::vector<float>* widened) {
+    std::vector<uint16_t> h(x.size());
+    nostrum::kernels::convert_to_bf16(h.data(), x.data(), int64_t(x.size()));
+    widened->resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) (*widened)[i] = nostrum::kernels::bf16_to_fp32(h[i]);
+    return h;
+  };
+  const Bf16Engine amx = Bf16Engine::kAmx;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Trans ta : {Trans::kNo, Trans::kYes})
+      for (int M : {1, 15, 170})
+        for (int K : {1, 3, 64, 385, 801})
+          for (int N : {17, 40}) {
+            const int lda = (ta == Trans::kNo ? K : M) + 3, ldb = N + 1;
+            const int a_rows = ta == Trans::kNo ? M : K, a_cols = ta == Trans::kNo ? K : M;
+            std::vector<float> A(size_t(a_rows) * lda), B(size_t(K) * ldb);
+            for (size_t i = 0; i < A.size(); ++i) A[i] = int(i % lda) < a_cols ? u(rng) : nan;
+            for (size_t i = 0; i < B.size(); ++i) B[i] = int(i % ldb) < N ? u(rng) : nan;
+            std::vector<float> Aw, Bw;
+            const std::vector<uint16_t> A16 = to_bf16(A, &Aw), B16 = to_bf16(B, &Bw);
+            std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
+            nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, Bw.data(), ldb, K, N);
+            INFO("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " threads " << threads);
+            const std::vector<float> C0(size_t(M) * N, 0.25f);
+            std::vector<float> want = C0;
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, Aw.data(), lda, packed.data(),
+                                               1.0f, want.data(), N, amx);
+            REQUIRE(want != C0);
+            for (float x : want) REQUIRE(std::isfinite(x));
+            std::vector<float> got = C0;
+            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
+                                               1.0f, got.data(), N, amx);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, Bw.data(),
+                                        ldb, 1.0f, got.data(), N, amx);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, Aw.data(), lda, B16.data(),
+                                        ldb, 1.0f, got.data(), N, amx);
+            REQUIRE(got == want);
+            got = C0;
+            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B16.data(),
+                                        ldb, 1.0f, got.data(), N, amx);
+            REQUIRE(got == want);
+          }
+  }
+}
+
+TEST_CASE("the AMX engine is there exactly where the table has AMX and refused by name elsewhere",
+          "[bf16]") {
+  // The table honours NOSTRUM_MAX_ISA (avx512_bf16 clears AMX: the CTest
+  // bf16_amx_off_under_max_isa_avx512_bf16 runs this case so) and NOSTRUM_CPU_NO_BF16.
+  const nostrum::CpuFeatures& f = nostrum::cpu_features();
+  const bool amx = f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.amx_permitted;
+  CHECK(nostrum::kernels::bf16_amx_available() == amx);
+  for (const char* name : {"gemm_bf16_amx", "gemm_bf16_amx_per_thread"}) {
+    const nostrum::kernels::ConvCandidate* c = nostrum::kernels::find_conv_candidate(name);
+    REQUIRE(c != nullptr);
+    INFO(name);
+    CHECK(c->available(f) == amx);
+  }
+  if (const char* cap = std::getenv("NOSTRUM_MAX_ISA"); cap && std::string(cap) != "amx")
+    CHECK_FALSE(nostrum::kernels::bf16_amx_available());
+  if (amx) return;
+  std::vector<float> A(4, 1.0f), B(4, 1.0f), C(4, 0.0f);
+  try {
+    nostrum::kernels::gemm_bf16(Trans::kNo, Trans::kNo, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2,
+                                0.0f, C.data(), 2, Bf16Engine::kAmx);
+    FAIL("the AMX engine ran without AMX");
+  } catch (const nostrum::OptionError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("AMX_TILE, AMX_BF16"));
   }
 }

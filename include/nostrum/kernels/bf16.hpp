@@ -48,9 +48,16 @@ void convert_to_bf16(uint16_t* dst, const float* src, int64_t count);
 
 // ---- availability (the CPU features table: nostrum/core/cpu_features.hpp) ----
 
-// Whether the bf16 GEMM runs here: AVX512_BF16 (this GEMM's only kernel; AMX tiles are reached
-// through oneDNN's bf16 convolution candidates, src/kernels/README.md).
+// Whether the bf16 GEMM runs here: AVX512_BF16 (the vdpbf16ps engine, which every bf16 CPU has).
 bool bf16_available();
+// Which tiles compute the GEMM's products (the packing, the blocks and the fp32 results are the
+// same): vdpbf16ps register tiles, or AMX tiles (tdpbf16ps, 16 x 16 fp32 accumulators a tile).
+enum class Bf16Engine { kVdpbf16ps, kAmx };
+// Whether the AMX engine runs here: AMX_TILE, AMX_BF16 and Linux's tile-data permission in the
+// CPU features table (so NOSTRUM_MAX_ISA below amx, or NOSTRUM_CPU_NO_BF16, makes it false).
+bool bf16_amx_available();
+// "vdpbf16ps", "amx".
+const char* bf16_engine_name(Bf16Engine engine);
 // Throws OptionError naming the missing CPU feature (AVX512F or AVX512_BF16) unless available.
 void require_bf16(const std::string& where);
 
@@ -68,36 +75,43 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, i
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N);
 
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
-// bf16, products summed in fp32 (vdpbf16ps). beta == 0 never reads C. Called outside an OpenMP
-// region it uses the pool; inside one, the calling thread. A is rounded one block (168 rows x 192
-// k-pairs) at a time into a 129 KB per-thread buffer, once per block. Requires bf16_available().
+// bf16, products summed in fp32 (vdpbf16ps, or AMX tiles with engine kAmx). beta == 0 never reads
+// C. Called outside an OpenMP region it uses the pool; inside one, the calling thread. A is
+// rounded one block (168 rows x 192 k-pairs) at a time into a 129 KB per-thread buffer, once per
+// block. Requires bf16_available(), and bf16_amx_available() for kAmx (throws OptionError).
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
-                      const uint32_t* Bp, float beta, float* C, int ldc);
+                      const uint32_t* Bp, float beta, float* C, int ldc,
+                      Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 // The same with A already in bf16 (a bf16 output gradient): its values taken as they are, so the
 // result is bit for bit the one of the fp32 call on A's values widened to fp32.
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const uint16_t* A, int lda,
-                      const uint32_t* Bp, float beta, float* C, int ldc);
+                      const uint32_t* Bp, float beta, float* C, int ldc,
+                      Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 
 // Same as kernels::gemm with both operands rounded to bf16: packs B into a per-thread buffer, a
 // chunk of k of about 1 MiB of words at a time (whole 192-pair blocks: the same bits as one pack),
 // and calls gemm_bf16_packed per chunk.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+               int lda, const float* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 // The same with A, B or both already in bf16 (as gemm_bf16_packed's bf16 A; a bf16 B with
 // trans_b kNo only, as bf16_pack_b): the bits of the fp32 call on their values.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+               int lda, const float* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const uint16_t* A,
-               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+               int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc,
+               Bf16Engine engine = Bf16Engine::kVdpbf16ps);
 
 // gemm or gemm_bf16 by precision: the one call site the layers use.
 inline void gemm(Precision precision, Trans trans_a, Trans trans_b, int M, int N, int K,
                  float alpha, const float* A, int lda, const float* B, int ldb, float beta,
-                 float* C, int ldc) {
+                 float* C, int ldc, Bf16Engine engine = Bf16Engine::kVdpbf16ps) {
   if (precision == Precision::kBf16)
-    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, engine);
   else
     gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

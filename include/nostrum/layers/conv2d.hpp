@@ -54,6 +54,10 @@ struct ConvOptions {
   // fp32 results; the direct kernels are fp32-only and not used); needs AVX512_BF16 (throws
   // OptionError naming it otherwise). Activations, gradients and weights stay fp32 in memory.
   kernels::Precision precision = kernels::Precision::kFp32;
+  // kBf16 only: the tiles that compute the bf16 GEMM's products (kernels/bf16.hpp): vdpbf16ps, or
+  // AMX (needs kernels::bf16_amx_available(); the GEMM throws OptionError otherwise). The
+  // operands, their packing and the passes' structure are the same.
+  kernels::Bf16Engine bf16_engine = kernels::Bf16Engine::kVdpbf16ps;
   // Backward passes in kBf16 only: the output gradient already in bf16 (N,P,Q,K), read instead of
   // d_out (which may then be null). The values the GEMM would have rounded d_out to, so the same
   // results bit for bit (the model hands it over from the batch norm after the conv).
