@@ -160,15 +160,18 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   for (size_t i = 0; i < count; ++i) seconds[i].push_back(call(i));  // warm-up, first sample
   double fastest_first = seconds[0][0];
   for (const auto& s : seconds) fastest_first = std::min(fastest_first, s[0]);
-  // In the race: not clearly slower at once. A first call over the cutoff is confirmed by a second
-  // before the candidate is cut: a first call can pay one-time costs (a library's lazy set-up,
-  // fresh pages) many times its later calls, and one such call must not decide the pass.
+  // In the race: not clearly slower at once. A first call over the cutoff by at most
+  // confirm_seconds is confirmed by a second before the candidate is cut: a first call can pay a
+  // one-time cost (a library's lazy set-up, fresh pages, the host's hiccup), and one such call
+  // must not decide the pass. Slower by more than that, one call is the proof (a second call of
+  // every losing candidate would double the measurement).
+  const double bar = options.cutoff * fastest_first;
   std::vector<bool> racing(count);
   for (size_t i = 0; i < count; ++i) {
-    racing[i] = seconds[i][0] <= options.cutoff * fastest_first;
-    if (racing[i]) continue;
+    racing[i] = seconds[i][0] <= bar;
+    if (racing[i] || seconds[i][0] > bar + options.confirm_seconds) continue;
     seconds[i].push_back(call(i));
-    racing[i] = seconds[i][1] <= options.cutoff * fastest_first;
+    racing[i] = seconds[i][1] <= bar;
   }
   // The rest of the calls in rounds, one call of every candidate still racing per round (a drift
   // of the machine's speed then weighs on all alike); after each round, a candidate with more

@@ -98,17 +98,19 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   };
   using T = std::vector<std::vector<double>>;
   using Order = std::vector<size_t>;
-  // Index 0 (3.0) and index 2 (2.0 > 1.25 x 1.0, the fastest first call) are called once more at
-  // once, and stop there (2.9, 1.9: still over); index 1 gets its 3.
+  // Index 0 (40 ms, over 1.25 x 10 ms, the fastest first call, by more than 25 ms) stops after its
+  // first call; index 2 (20 ms: over by 7.5 ms) is called once more at once, and stops there (19
+  // ms: still over); index 1 gets its 3.
   Order order;
-  CHECK(schedule({{3.0, 2.9}, {1.0, 1.1, 0.9}, {2.0, 1.9}}, &order) ==
-        T{{3.0, 2.9}, {1.0, 1.1, 0.9}, {2.0, 1.9}});
-  CHECK(order == Order{0, 1, 2, 0, 2, 1, 1});
-  // A first call 5x the others' (a one-time cost) does not cut a candidate whose second call is
-  // fast: it races on, its confirming call counting as its second round's, and wins.
+  CHECK(schedule({{0.040}, {0.010, 0.011, 0.009}, {0.020, 0.019}}, &order) ==
+        T{{0.040}, {0.010, 0.011, 0.009}, {0.020, 0.019}});
+  CHECK(order == Order{0, 1, 2, 2, 1, 1});
+  // A first call 3x the others' (a one-time cost within 25 ms of the bar) does not cut a candidate
+  // whose second call is fast: it races on, its confirming call counting as its second round's,
+  // and wins.
   order.clear();
-  CHECK(schedule({{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}}, &order) ==
-        T{{5.0, 0.9, 0.9}, {1.0, 1.1, 1.0}});
+  CHECK(schedule({{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}}, &order) ==
+        T{{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}});
   CHECK(order == Order{0, 1, 0, 1, 0, 1});
   // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
   order.clear();
@@ -118,8 +120,8 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   // Two of three calls slower than the best median: out after the second round.
   CHECK(schedule({{1.0, 1.0, 1.0}, {1.1, 1.2, 9.0}}) == T{{1.0, 1.0, 1.0}, {1.1, 1.2}});
   // The bar after a round is the best median so far (index 1's 1.0), not a first call.
-  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3, 1.3}}) ==
-        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3, 1.3}});
+  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}}) ==
+        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}});
   CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
   CHECK(schedule({}).empty());
   // Short passes get more rounds: 20 ms / the fastest first call, 3 at least, 21 at most. A 1 ms

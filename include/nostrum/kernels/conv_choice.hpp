@@ -69,12 +69,14 @@ struct ConvMeasureOptions {
   // 7-36 %, on the Intel Xeon with AMX, 2026-12-03: tools/bench/conv_remeasure.py.)
   int max_calls = 21;
   double min_seconds = 0.02;
-  // A candidate is cut short once it cannot win: its first two calls each took more than cutoff
-  // times the fastest first call (a first call alone can be a one-time cost: oneDNN's took 12x its
-  // later calls once), or more than half its calls were slower than the best median so far (its
-  // median would be too). Its time is then the median of the calls it made, above the best, so it
-  // is not chosen. The second rule is exact; the first takes two calls that slow as proof.
+  // A candidate is cut short once it cannot win: its first call took more than cutoff times the
+  // fastest first call (and, when by at most confirm_seconds, its second call too: a first call
+  // can carry a one-time cost, as a oneDNN first call of 23.4 ms against its later 1.9 ms did), or
+  // more than half its calls were slower than the best median so far (its median would be too).
+  // Its time is then the median of the calls it made, above the best, so it is not chosen. The
+  // second rule is exact; the first takes one call that slow (two near the bar) as proof.
   double cutoff = 1.25;
+  double confirm_seconds = 0.025;
 };
 
 // The tensors the measured calls read and write and the candidates' scratch, shared by every
@@ -116,10 +118,10 @@ class ConvMeasureBuffers {
 
 // The measuring schedule on its own (planted times test it): call(i) runs candidate i once and
 // returns its seconds. Every candidate is called once in index order (its warm-up and first
-// sample); one whose first call is over the cutoff is called once more at once (in index order),
-// and cut if that call is too; those not cut then get their other calls in rounds, one call each
-// per round, so that a drift of the machine's speed weighs on all alike. Returns every
-// candidate's times, in index order.
+// sample); one whose first call is over the cutoff by at most confirm_seconds is called once more
+// at once (in index order), and cut if that call is over too; one further over is cut; those not
+// cut then get their other calls in rounds, one call each per round, so that a drift of the
+// machine's speed weighs on all alike. Returns every candidate's times, in index order.
 std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::function<double(size_t)>& call,
                                                  const ConvMeasureOptions& options = {});
