@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "bf16_amx.hpp"
@@ -26,13 +27,33 @@ int64_t round16(int64_t n) {
   return (n + 15) / 16 * 16;
 }
 
-std::vector<uint32_t>& a_words() {
-  thread_local std::vector<uint32_t> words;
+// A thread's working words (A's block, B's packed chunk): every call writes what it reads, so a
+// larger call replaces the buffer without copying or zeroing the old one (std::vector's resize
+// did both: a first call at a new largest shape, 18.9 MB of B words for layer 4's 3x3 weight
+// gradient, paid it, and the measured choice timed that call as the candidate's first).
+class Words {
+ public:
+  uint32_t* at_least(size_t words) {
+    if (size_ < words) {
+      data_.reset();  // the old one first: never both at once
+      data_.reset(new uint32_t[words]);
+      size_ = words;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<uint32_t[]> data_;
+  size_t size_ = 0;
+};
+
+Words& a_words() {
+  thread_local Words words;
   return words;
 }
 
-std::vector<uint32_t>& b_words() {
-  thread_local std::vector<uint32_t> words;
+Words& b_words() {
+  thread_local Words words;
   return words;
 }
 
@@ -232,11 +253,8 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   };
   // (The AMX tiles read A's rows 16 at a time: up to M rounded up to 16.)
   const auto block_words = [&] {
-    std::vector<uint32_t>& buffer = a_words();
-    const size_t words = amx ? size_t(bf16_amx::kBufferRows) * size_t(a_ld)
-                             : size_t(kBlockRows) * bf16_avx512::kBlockPairs;
-    if (buffer.size() < words) buffer.resize(words);
-    return buffer.data();
+    return a_words().at_least(amx ? size_t(bf16_amx::kBufferRows) * size_t(a_ld)
+                                  : size_t(kBlockRows) * bf16_avx512::kBlockPairs);
   };
   if (threads == 1) {
     // One thread (also each thread of a per-thread conv): k-blocks outer, so that a pair-major
@@ -277,17 +295,14 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
       engine == Bf16Engine::kAmx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
   const int64_t block_words = int64_t(block_pairs) * round16(N);
   const int chunk = 2 * block_pairs * int(std::max<int64_t>(1, kChunkWords / block_words));
-  std::vector<uint32_t>& packed = b_words();
   int k0 = 0;
   do {
     const int k = std::min(chunk, K - k0);
-    const size_t words = bf16_packed_b_words(k, N);
-    if (packed.size() < words) packed.resize(words);
+    uint32_t* packed = b_words().at_least(bf16_packed_b_words(k, N));
     const BValue* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
     const AValue* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
-    bf16_pack_b(packed.data(), trans_b, b, ldb, k, N);
-    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed.data(), k0 == 0 ? beta : 1.0f, C, ldc,
-                engine);
+    bf16_pack_b(packed, trans_b, b, ldb, k, N);
+    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed, k0 == 0 ? beta : 1.0f, C, ldc, engine);
     k0 += chunk;
   } while (k0 < K);
 }
