@@ -5,21 +5,9 @@
 
 #include <immintrin.h>
 
+#include "amx_tile_config.hpp"
+
 namespace nostrum::kernels::amx {
-
-namespace {
-
-// The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
-
-}  // namespace
 
 float tile_probe(int64_t iterations) {
   TileConfig config;

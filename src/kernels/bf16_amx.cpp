@@ -3,12 +3,14 @@
 // tiles (tmm4-5, rows of A's row-major words) and two B tiles (tmm6-7, the strip's pair rows as
 // they are packed: AMX's VNNI B layout), one tdpbf16ps each per 16 k-pairs; the accumulators are
 // stored to a local buffer and combined with C (alpha, beta) in AVX-512. Compiled with -mamx-tile
-// -mamx-bf16 and the AVX-512 flags; only <immintrin.h> is included.
+// -mamx-bf16 and the AVX-512 flags; of the system headers only <immintrin.h> and <cstring>.
 #include "bf16_amx.hpp"
 
 #include <immintrin.h>
 
 #include <cstring>
+
+#include "amx_tile_config.hpp"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as merge sources and warn about it
 // (GCC bug 105593, fixed in GCC 13): a false positive.
@@ -19,17 +21,8 @@ namespace nostrum::kernels::bf16_amx {
 
 namespace {
 
+using amx::TileConfig;
 using bf16_avx512::kStrip;
-
-// The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
 
 // Every tile 16 rows of 64 bytes: 16 x 16 fp32 accumulators, 16 rows x 16 k-pairs of A, 16
 // k-pairs x 16 columns of B.

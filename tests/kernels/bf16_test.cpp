@@ -255,14 +255,16 @@ TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, b
   CHECK(worst.full_max <= 1.0);
 }
 
-TEST_CASE("gemm_bf16 on operands already in bf16: the same bits as on their values in fp32",
-          "[bf16]") {
-  // A bf16 output gradient (the backward passes' A) and bf16 activations (the weight gradient's
-  // B) are taken as they are; the fp32 call rounds its operands, which changes nothing for values
-  // that are bf16 already. Odd K (a high half of zero), K past one 192-pair block, M past one
-  // 168-row block, N past a strip with a 16-wide last one, lda and ldb padded with NaN (a loop
-  // that reads past a row shows), both A layouts, 1 and 2 threads, packed and unpacked B.
-  std::mt19937 rng(23);
+namespace {
+
+// A and B already in bf16 (a bf16 output gradient, the backward passes' A; bf16 activations, the
+// weight gradient's B) are taken as they are; the fp32 call rounds its operands, which changes
+// nothing for values that are bf16 already: the same bits, on either engine. Odd K (a high half
+// of zero), K past one 192-pair block, M past one 168-row block, N past a strip with a 16-wide
+// last one, lda and ldb padded with NaN (a loop or tile that reads past a row shows), both A
+// layouts, 1 and 2 threads, packed and unpacked B.
+void check_bf16_operands_give_fp32_bits(Bf16Engine engine, unsigned seed) {
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const auto to_bf16 = [](const std::vector<float>& x, std::vector<float>* widened) {
@@ -294,26 +296,34 @@ TEST_CASE("gemm_bf16 on operands already in bf16: the same bits as on their valu
             const std::vector<float> C0(size_t(M) * N, 0.25f);
             std::vector<float> want = C0;
             nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, Aw.data(), lda, packed.data(),
-                                               1.0f, want.data(), N);
+                                               1.0f, want.data(), N, engine);
             REQUIRE(want != C0);
+            for (float x : want) REQUIRE(std::isfinite(x));
             std::vector<float> got = C0;
             nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
-                                               1.0f, got.data(), N);
+                                               1.0f, got.data(), N, engine);
             REQUIRE(got == want);
             got = C0;
             nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, Bw.data(),
-                                        ldb, 1.0f, got.data(), N);
+                                        ldb, 1.0f, got.data(), N, engine);
             REQUIRE(got == want);
             got = C0;
             nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, Aw.data(), lda, B16.data(),
-                                        ldb, 1.0f, got.data(), N);
+                                        ldb, 1.0f, got.data(), N, engine);
             REQUIRE(got == want);
             got = C0;
             nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B16.data(),
-                                        ldb, 1.0f, got.data(), N);
+                                        ldb, 1.0f, got.data(), N, engine);
             REQUIRE(got == want);
           }
   }
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bf16 on operands already in bf16: the same bits as on their values in fp32",
+          "[bf16]") {
+  check_bf16_operands_give_fp32_bits(Bf16Engine::kVdpbf16ps, 23);
   std::vector<uint16_t> B16(8);
   std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(2, 4));
   CHECK_THROWS_AS(nostrum::kernels::bf16_pack_b(packed.data(), Trans::kYes, B16.data(), 2, 2, 4),
@@ -409,59 +419,7 @@ TEST_CASE(
 
 TEST_CASE("gemm_bf16 on AMX tiles: bf16 operands give the fp32 call's bits, packed B reused",
           "[bf16][amx]") {
-  // As the vdpbf16ps test above: A and B already in bf16 are the values of the fp32 call, lda and
-  // ldb padded with NaN (a tile that reads past a row shows), both A layouts, 1 and 2 threads.
-  std::mt19937 rng(29);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const auto to_bf16 = [](const std::vector<float>& x, std::vector<float>* widened) {
-    std::vector<uint16_t> h(x.size());
-    nostrum::kernels::convert_to_bf16(h.data(), x.data(), int64_t(x.size()));
-    widened->resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) (*widened)[i] = nostrum::kernels::bf16_to_fp32(h[i]);
-    return h;
-  };
-  const Bf16Engine amx = Bf16Engine::kAmx;
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
-    for (Trans ta : {Trans::kNo, Trans::kYes})
-      for (int M : {1, 15, 170})
-        for (int K : {1, 3, 64, 385, 801})
-          for (int N : {17, 40}) {
-            const int lda = (ta == Trans::kNo ? K : M) + 3, ldb = N + 1;
-            const int a_rows = ta == Trans::kNo ? M : K, a_cols = ta == Trans::kNo ? K : M;
-            std::vector<float> A(size_t(a_rows) * lda), B(size_t(K) * ldb);
-            for (size_t i = 0; i < A.size(); ++i) A[i] = int(i % lda) < a_cols ? u(rng) : nan;
-            for (size_t i = 0; i < B.size(); ++i) B[i] = int(i % ldb) < N ? u(rng) : nan;
-            std::vector<float> Aw, Bw;
-            const std::vector<uint16_t> A16 = to_bf16(A, &Aw), B16 = to_bf16(B, &Bw);
-            std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(K, N));
-            nostrum::kernels::bf16_pack_b(packed.data(), Trans::kNo, Bw.data(), ldb, K, N);
-            INFO("M" << M << " N" << N << " K" << K << " ta" << int(ta) << " threads " << threads);
-            const std::vector<float> C0(size_t(M) * N, 0.25f);
-            std::vector<float> want = C0;
-            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, Aw.data(), lda, packed.data(),
-                                               1.0f, want.data(), N, amx);
-            REQUIRE(want != C0);
-            for (float x : want) REQUIRE(std::isfinite(x));
-            std::vector<float> got = C0;
-            nostrum::kernels::gemm_bf16_packed(ta, M, N, K, 1.0f, A16.data(), lda, packed.data(),
-                                               1.0f, got.data(), N, amx);
-            REQUIRE(got == want);
-            got = C0;
-            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, Bw.data(),
-                                        ldb, 1.0f, got.data(), N, amx);
-            REQUIRE(got == want);
-            got = C0;
-            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, Aw.data(), lda, B16.data(),
-                                        ldb, 1.0f, got.data(), N, amx);
-            REQUIRE(got == want);
-            got = C0;
-            nostrum::kernels::gemm_bf16(ta, Trans::kNo, M, N, K, 1.0f, A16.data(), lda, B16.data(),
-                                        ldb, 1.0f, got.data(), N, amx);
-            REQUIRE(got == want);
-          }
-  }
+  check_bf16_operands_give_fp32_bits(Bf16Engine::kAmx, 29);
 }
 
 TEST_CASE("the AMX engine is there exactly where the table has AMX and refused by name elsewhere",
