@@ -27,8 +27,9 @@ namespace {
 // 2: bf16 tables measure the fp32 candidates too, on the interleaved schedule (a format-1 file's
 // choices were made without them: measured again). 3: each row names the operands the model hands
 // over in bf16 (bf16_in, bf16_d_out) and keeps in bf16 (bf16_out), which the measurement gives the
-// kernels that take them.
-constexpr const char* kFormat = "nostrum conv kernel cache 3";
+// kernels that take them. 4: each backward-data row says whether it was measured adding onto
+// d_in (accumulate_d_in), as a residual path's first conv runs.
+constexpr const char* kFormat = "nostrum conv kernel cache 4";
 constexpr const char* kFormatStem = "nostrum conv kernel cache ";
 
 std::string hex64(uint64_t v) {

@@ -38,7 +38,7 @@ bool same_shape(const ConvPassShape& a, const ConvPassShape& b) {
 
 bool same_measured_shape(const ConvPassShape& a, const ConvPassShape& b) {
   return same_shape(a, b) && a.bf16_in == b.bf16_in && a.bf16_d_out == b.bf16_d_out &&
-         a.bf16_out == b.bf16_out;
+         a.accumulate_d_in == b.accumulate_d_in && a.bf16_out == b.bf16_out;
 }
 
 std::string conv_shape_name(const ConvGeometry& g) {
@@ -227,6 +227,7 @@ ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
       break;
     case ConvPass::kBackwardData:
       call.d_out = first, call.weight = second, call.d_in = result;
+      call.accumulate_d_in = shape.accumulate_d_in;  // onto the previous call's sums: no matter
       if (d_out_bf16) call.d_out = nullptr, call.d_out_bf16 = buffers.bf16_operand(0, first_floats);
       break;
     case ConvPass::kBackwardWeights:
@@ -295,6 +296,7 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
     if (row.shape.bf16_in || row.shape.bf16_d_out || row.shape.bf16_out)
       line += std::string(" [bf16 operands:") + (row.shape.bf16_in ? " in" : "") +
               (row.shape.bf16_d_out ? " d_out" : "") + (row.shape.bf16_out ? " out" : "") + "]";
+    if (row.shape.accumulate_d_in) line += " [d_in +=]";
     lines.push_back(line);
   }
   return lines;
@@ -321,6 +323,7 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
                         {"bf16_in", row.shape.bf16_in},
                         {"bf16_d_out", row.shape.bf16_d_out},
                         {"bf16_out", row.shape.bf16_out},
+                        {"accumulate_d_in", row.shape.accumulate_d_in},
                         {"timings", timings},
                         {"chosen", row.chosen},
                         {"source", conv_choice_source_name(row.source)}});
@@ -350,6 +353,7 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
       row.shape.bf16_in = r.at("bf16_in").get<bool>();
       row.shape.bf16_d_out = r.at("bf16_d_out").get<bool>();
       row.shape.bf16_out = r.at("bf16_out").get<bool>();
+      row.shape.accumulate_d_in = r.at("accumulate_d_in").get<bool>();
       for (const Json& t : r.at("timings"))
         row.timings.push_back(ConvTiming{t.at("candidate").get<std::string>(),
                                          t.at("seconds").get<double>(), t.at("calls").get<int>()});

@@ -880,8 +880,11 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
             bf16 && conv && m.bf16_conv_outputs && next && next->kind == LayerKind::kBatchNorm;
         for (kernels::ConvPass pass : kernels::kConvPasses) {
           if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
-          const kernels::ConvPassShape shape{l.conv, pass, in, d_out,
-                                             out && pass == kernels::ConvPass::kForward};
+          // A residual path's first conv adds its input gradient onto the shortcut's.
+          const bool accumulate =
+              pass == kernels::ConvPass::kBackwardData && b.residual && chain == &b.path && i == 0;
+          const kernels::ConvPassShape shape{
+              l.conv, pass, in, d_out, out && pass == kernels::ConvPass::kForward, accumulate};
           bool seen = false;
           for (auto& s : shapes)
             if (kernels::same_shape(s, shape)) {
@@ -889,6 +892,8 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
               s.bf16_in = s.bf16_in && in;
               s.bf16_d_out = s.bf16_d_out && d_out;
               s.bf16_out = s.bf16_out && shape.bf16_out;
+              // Measured accumulating where any layer of the shape accumulates.
+              s.accumulate_d_in = s.accumulate_d_in || accumulate;
             }
           if (!seen) shapes.push_back(shape);
         }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "nostrum/kernels/conv_cache.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
 #include "nostrum/layers/conv2d.hpp"
+#include "nostrum/model/model.hpp"
 #include "temp_dir.hpp"
 
 using namespace nostrum;
@@ -152,7 +154,10 @@ ConvChoiceTable planted_table() {
   b.shape.bf16_d_out = true;  // measured on a bf16 output gradient (read back as such)
   b.timings = {{"gemm_openblas", 0.125, 3}, {"gemm_openblas_per_thread", 0.0625, 1}};
   b.chosen = "gemm_openblas_per_thread";
-  t.rows = {a, b};
+  ConvChoice c = a;
+  c.shape.pass = ConvPass::kBackwardData;
+  c.shape.accumulate_d_in = true;  // measured adding onto d_in (read back as such)
+  t.rows = {a, b, c};
   return t;
 }
 
@@ -198,13 +203,16 @@ TEST_CASE("the conv kernel table survives JSON", "[engine][conv]") {
   const ConvChoiceTable t = planted_table();
   const ConvChoiceTable back =
       kernels::conv_choices_from_json(kernels::conv_choices_to_json(t), "test");
-  REQUIRE(back.rows.size() == 2);
+  REQUIRE(back.rows.size() == 3);
   CHECK(back.threads == 2);
   CHECK(back.rows[1].chosen == "gemm_openblas_per_thread");
   CHECK(back.rows[1].timings[1].seconds == 0.0625);
   CHECK(back.rows[1].timings[1].calls == 1);
   CHECK(kernels::same_shape(back.rows[0].shape, t.rows[0].shape));
   CHECK(back.rows[1].shape.pass == ConvPass::kBackwardWeights);
+  CHECK(!back.rows[1].shape.accumulate_d_in);
+  CHECK(back.rows[2].shape.accumulate_d_in);
+  CHECK(kernels::same_measured_shape(back.rows[2].shape, t.rows[2].shape));
   CHECK_THROWS_WITH(kernels::conv_choices_from_json("{\"precision\": 1}", "rank 0's table"),
                     Catch::Contains("rank 0's table"));
 }
@@ -221,7 +229,7 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
     INFO(cache.refused);
     REQUIRE(cache.refused.empty());
-    REQUIRE(cache.rows.size() == 2);
+    REQUIRE(cache.rows.size() == 3);
     const ConvChoice* hit =
         kernels::find_cached(cache, planted_table().rows[1].shape, 2, Precision::kFp32);
     REQUIRE(hit != nullptr);
@@ -237,6 +245,11 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     fp32_operands.bf16_d_out = false;
     CHECK(kernels::find_cached(cache, fp32_operands, 2, Precision::kFp32) ==
           nullptr);  // measured on other operands
+    kernels::ConvPassShape overwriting = planted_table().rows[2].shape;
+    REQUIRE(kernels::find_cached(cache, overwriting, 2, Precision::kFp32) != nullptr);
+    overwriting.accumulate_d_in = false;
+    CHECK(kernels::find_cached(cache, overwriting, 2, Precision::kFp32) ==
+          nullptr);  // measured adding onto d_in, not overwriting it
   }
   SECTION("every flipped byte is refused, naming the file") {
     const std::string good = read_text(path);
@@ -262,12 +275,12 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("nostrum 1.0"));
   }
   SECTION("an older format's file is refused, naming both formats") {
-    // The file as a format-2 writer left it: same body but the format, its own valid checksum.
+    // The file as a format-3 writer left it: same body but the format, its own valid checksum.
     const std::string good = read_text(path);
     std::string body = good.substr(0, good.rfind("checksum "));
-    const std::string now = "nostrum conv kernel cache 3";
+    const std::string now = "nostrum conv kernel cache 4";
     REQUIRE(body.find(now) != std::string::npos);
-    body.replace(body.find(now), now.size(), "nostrum conv kernel cache 2");
+    body.replace(body.find(now), now.size(), "nostrum conv kernel cache 3");
     char sum[17];
     std::snprintf(sum, sizeof sum, "%016llx",
                   static_cast<unsigned long long>(hash_bytes(body.data(), body.size())));
@@ -275,7 +288,7 @@ TEST_CASE("the conv kernel cache: written, read back, refused by name when damag
     const auto cache = kernels::read_conv_cache(path, cpu, "1.0");
     CHECK(cache.rows.empty());
     CHECK_THAT(cache.refused, Catch::Contains(path) && Catch::Contains("older cache format") &&
-                                  Catch::Contains("cache 2") && Catch::Contains("cache 3"));
+                                  Catch::Contains("cache 3") && Catch::Contains("cache 4"));
   }
   SECTION("a file that is not a cache is refused") {
     write_text(path, "{\"hello\": 1}\n");
@@ -525,4 +538,39 @@ TEST_CASE("conv kernel requests reach AMX tiles only through a candidate that ru
   CHECK(request("cached").empty() == amx);
   if (onednn_bf16) CHECK(request("onednn_bf16").empty() == (amx && onednn_bf16->available(cpu)));
   if (!amx) CHECK(request("measure") == "no conv kernel built in runs on AMX tiles");
+}
+
+TEST_CASE("a residual path's first conv is measured adding onto its input gradient",
+          "[engine][conv]") {
+  nostrum::model::ModelConfig config;
+  config.name = "resnet50";
+  config.num_classes = 10;
+  auto m = nostrum::model::Model::create(config);
+  m->build(2, 64, 64);
+  // Each stage's path-first 1x1 convs (block 0's and the others'), at 64x64: (H, C, K).
+  const std::vector<std::array<int, 3>> first_convs = {
+      {16, 64, 64},  {16, 256, 64},  {16, 256, 128}, {8, 512, 128},
+      {8, 512, 256}, {4, 1024, 256}, {4, 1024, 512}, {2, 2048, 512}};
+  int accumulating = 0;
+  for (const kernels::ConvPassShape& s : m->conv_pass_shapes()) {
+    const bool first_conv = s.g.R == 1 && s.g.stride == 1 &&
+                            std::find(first_convs.begin(), first_convs.end(),
+                                      std::array<int, 3>{s.g.H, s.g.C, s.g.K}) != first_convs.end();
+    INFO(kernels::conv_shape_name(s.g) << " " << kernels::conv_pass_name(s.pass));
+    CHECK(s.accumulate_d_in == (first_conv && s.pass == ConvPass::kBackwardData));
+    accumulating += s.accumulate_d_in;
+  }
+  CHECK(accumulating == 8);
+  // The measurement's call adds onto d_in exactly where the shape says so.
+  kernels::ConvMeasureBuffers buffers;
+  for (bool accumulate : {false, true}) {
+    kernels::ConvPassShape shape{conv_geometry(2, 6, 6, 16, 16, 1, 1, 1, 0),
+                                 ConvPass::kBackwardData};
+    shape.accumulate_d_in = accumulate;
+    const auto kernel = kernels::conv_fixed_rule_candidate(shape.g, shape.pass, Precision::kFp32, 2)
+                            .prepare(shape.g, shape.pass, Precision::kFp32);
+    const kernels::ConvCall call = kernels::measurement_call(
+        shape, Precision::kFp32, *kernel, buffers, std::max<size_t>(1, kernel->scratch_floats()));
+    CHECK(call.accumulate_d_in == accumulate);
+  }
 }

@@ -19,10 +19,11 @@ import subprocess
 import sys
 
 # A row of the --verbose table; a bf16 run's rows end with the operands that pass takes in bf16
-# ("[bf16 operands: in d_out]"), which are part of the row's identity: one shape and pass can be
-# measured on fp32 operands in one block and on bf16 ones in another.
+# ("[bf16 operands: in d_out]"), and an accumulating data gradient's with "[d_in +=]": both are
+# part of the row's identity (one shape and pass can be measured on fp32 operands in one block and
+# on bf16 ones in another).
 ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
-                 r"(\w+) \((\w+)\)( \[bf16 operands:[^\]]*\])?$")
+                 r"(\w+) \((\w+)\)((?: \[bf16 operands:[^\]]*\])?(?: \[d_in \+=\])?)$")
 TIMING = re.compile(r"(\w+) ([0-9.]+) ms(\*?)")
 
 

@@ -18,10 +18,15 @@ namespace nostrum::kernels {
 // pass's kernel takes it (Model::set_bf16_handover, set_bf16_block_outputs), and bf16_out (a
 // forward pass) that it keeps the output in bf16 where the kernel writes it so
 // (set_bf16_conv_outputs): the measurement then times such a kernel so, as it will run.
+// accumulate_d_in (a backward-data pass): a layer of this shape adds its input gradient onto one
+// already there (a residual block's first conv: the block input's gradient is the shortcut's plus
+// the path's), which costs a kernel that cannot accumulate (oneDNN's) a second pass over d_in and
+// one that can (nostrum's GEMMs: beta = 1) nothing; the measurement times it so.
 struct ConvPassShape {
   ConvGeometry g;
   ConvPass pass = ConvPass::kForward;
   bool bf16_in = false, bf16_d_out = false, bf16_out = false;
+  bool accumulate_d_in = false;
 };
 // The same geometry and pass (the operand types aside: a layer's kernel is found by these).
 bool same_shape(const ConvPassShape& a, const ConvPassShape& b);

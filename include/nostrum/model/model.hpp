@@ -74,7 +74,9 @@ class Model {
   // Every distinct conv pass (geometry at max_batch, pass) in table order; the stem has no
   // backward-data pass. What the conv kernel choice measures (kernels/conv_selection.hpp). In a
   // bf16 run each carries the operands the model hands over in bf16 to every layer of that shape
-  // (ConvPassShape::bf16_in, bf16_d_out; by the hand-over switches as they are now).
+  // (ConvPassShape::bf16_in, bf16_d_out; by the hand-over switches as they are now); a
+  // backward-data pass is accumulate_d_in where a layer of its shape adds onto the gradient there
+  // (a residual path's first conv).
   std::vector<kernels::ConvPassShape> conv_pass_shapes() const;
   // Each conv pass runs the table's chosen candidate for its shape (the fixed rule where the table
   // has no row), prepared once per distinct shape and shared by the layers of that shape; the conv
