@@ -89,7 +89,7 @@ bool bf16_available() {
 
 bool bf16_amx_available() {
   const CpuFeatures& f = cpu_features();
-  return f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.amx_permitted;
+  return f.avx512_bf16 && f.amx_tiles();
 }
 
 const char* bf16_engine_name(Bf16Engine engine) {

@@ -136,13 +136,9 @@ class GemmCandidate final : public ConvCandidate {
   // AMX_BF16 and Linux's tile-data permission (bf16_amx_available(), read from `cpu`).
   bool available(const CpuFeatures& cpu) const override {
     if (precision_ == Precision::kFp32) return true;
-    if (engine_ == Bf16Engine::kAmx)
-      return cpu.avx512_bf16 && cpu.amx_tile && cpu.amx_bf16 && cpu.amx_permitted;
-    return cpu.avx512_bf16;
+    return cpu.avx512_bf16 && (engine_ != Bf16Engine::kAmx || cpu.amx_tiles());
   }
-  bool reaches_amx(const CpuFeatures& cpu) const override {
-    return engine_ == Bf16Engine::kAmx && available(cpu);
-  }
+  bool reaches_amx(const CpuFeatures&) const override { return engine_ == Bf16Engine::kAmx; }
   bool supports(Precision p) const override { return p == precision_; }
   // Every shape; the per-thread variant only where it really runs per-thread tiles at the pool's
   // thread count (elsewhere it would run exactly as the shared one: not worth measuring twice).

@@ -48,8 +48,7 @@ double fp32_fma_probe_gflops(int64_t iterations) {
 }
 
 bool amx_tile_probe_available() {
-  const CpuFeatures& f = cpu_features();
-  return f.amx_tile && f.amx_bf16 && f.amx_permitted;
+  return cpu_features().amx_tiles();
 }
 
 double amx_tile_probe_gflops(int64_t iterations) {
@@ -101,14 +100,14 @@ CeilingProbes measure_ceiling_probes(const std::string& amx_obstacle) {
     p.bf16_gflops = best_of_repeats(bf16_dot_probe_gflops);
   else
     p.bf16_missing = f.avx512() ? "AVX512_BF16" : "AVX512F/AVX512BW";
-  if (amx_tile_probe_available() && !amx_obstacle.empty())
-    p.amx_not_reached = amx_obstacle;
-  else if (amx_tile_probe_available())
-    p.amx_gflops = best_of_repeats(amx_tile_probe_gflops, kAmxProbeIterations);
-  else if (!(f.amx_tile && f.amx_bf16))
+  if (!(f.amx_tile && f.amx_bf16))
     p.amx_missing = "AMX_TILE/AMX_BF16";
-  else
+  else if (!f.amx_permitted)
     p.amx_missing = "Linux's AMX tile-data permission";
+  else if (!amx_obstacle.empty())
+    p.amx_not_reached = amx_obstacle;
+  else
+    p.amx_gflops = best_of_repeats(amx_tile_probe_gflops, kAmxProbeIterations);
   return p;
 }
 

@@ -43,6 +43,9 @@ struct CpuFeatures {
 
   // AVX512F and BW: what the bf16 conversion and the FMA probe use.
   bool avx512() const { return avx512f && avx512bw; }
+  // AMX bf16 tiles usable here: AMX_TILE, AMX_BF16 and Linux's tile-data permission (what the
+  // tile probe, nostrum's AMX GEMM and oneDNN's AMX primitives need).
+  bool amx_tiles() const { return amx_tile && amx_bf16 && amx_permitted; }
   // The highest level every feature of which the table has (isa.hpp): amx needs AMX_TILE +
   // AMX_BF16 on top of avx512_bf16, which needs AVX512_BF16 on top of avx512 (avx512()), which
   // needs avx2 (AVX2 + FMA).

@@ -77,8 +77,9 @@ void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K
 // C (M x N) = alpha * op(A) (M x K) * Bp + beta * C, with Bp from bf16_pack_b(K, N): A rounded to
 // bf16, products summed in fp32 (vdpbf16ps, or AMX tiles with engine kAmx). beta == 0 never reads
 // C. Called outside an OpenMP region it uses the pool; inside one, the calling thread. A is
-// rounded one block (168 rows x 192 k-pairs) at a time into a 129 KB per-thread buffer, once per
-// block. Requires bf16_available(), and bf16_amx_available() for kAmx (throws OptionError).
+// rounded one block (168 rows x 192 k-pairs; AMX: 160 x 1024) at a time into a per-thread buffer
+// (129 KB; AMX 732 KB), once per block. Requires bf16_available(), and bf16_amx_available() for
+// kAmx (throws OptionError).
 void gemm_bf16_packed(Trans trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                       const uint32_t* Bp, float beta, float* C, int ldc,
                       Bf16Engine engine = Bf16Engine::kVdpbf16ps);

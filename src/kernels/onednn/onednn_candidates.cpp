@@ -133,7 +133,7 @@ class OnednnCandidate final : public ConvCandidate {
   // oneDNN dispatches its bf16 primitives to avx512_core_amx where the CPU has the tiles and
   // Linux granted them (DNNL_MAX_CPU_ISA follows NOSTRUM_MAX_ISA, which clears the table's bits).
   bool reaches_amx(const CpuFeatures& cpu) const override {
-    return precision_ == Precision::kBf16 && cpu.amx_tile && cpu.amx_bf16 && cpu.amx_permitted;
+    return precision_ == Precision::kBf16 && cpu.amx_tiles();
   }
   bool supports(Precision p) const override { return p == precision_; }
   bool fits(const ConvGeometry&, ConvPass) const override { return true; }
