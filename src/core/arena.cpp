@@ -1,19 +1,18 @@
-// Aligned arena allocation (eagerly zeroed, or fresh pages zeroed by the OS) and bump-pointer
-// slicing.
+// Aligned arena allocation (eagerly zeroed, or fresh pages zeroed by the OS; large arenas mapped on
+// huge pages) and bump-pointer slicing.
 #include "nostrum/core/arena.hpp"
 
 #include <cstdlib>
 #include <cstring>
 
-#include <sys/mman.h>
-
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/page_memory.hpp"
 
 namespace nostrum {
 
 void Arena::FreeDeleter::operator()(float* p) const {
   if (mapped_bytes)
-    munmap(p, mapped_bytes);
+    unmap_pages(PageMapping{p, mapped_bytes});
   else
     std::free(p);
 }
@@ -21,18 +20,17 @@ void Arena::FreeDeleter::operator()(float* p) const {
 Arena::Arena(size_t capacity_floats, std::string name, Zeroing zeroing)
     : capacity_(padded(capacity_floats)), name_(std::move(name)) {
   if (capacity_ == 0) return;
-  if (zeroing == Zeroing::kOnFirstTouch) {
-    // Anonymous pages are zero and page-aligned (a multiple of 64 bytes).
-    const size_t bytes = capacity_ * sizeof(float);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    NOSTRUM_CHECK(p != MAP_FAILED, Error, "cannot map " + std::to_string(bytes >> 20) + " MiB",
-                  "arena " + name_, "reduce the batch size or the model");
-    data_ = std::unique_ptr<float, FreeDeleter>(static_cast<float*>(p), FreeDeleter{bytes});
+  const size_t bytes = capacity_ * sizeof(float);
+  if (zeroing == Zeroing::kOnFirstTouch || bytes >= kHugePageBytes) {
+    // Fresh pages from the OS read as 0; large arenas on huge pages (core/page_memory.hpp).
+    const PageMapping m = map_pages(bytes, "arena " + name_);
+    data_ = std::unique_ptr<float, FreeDeleter>(static_cast<float*>(m.data), FreeDeleter{m.bytes});
+    // kEager: every page written now, each thread its share (first touch places it).
+    if (zeroing == Zeroing::kEager) zero();
     return;
   }
-  void* p = std::aligned_alloc(64, capacity_ * sizeof(float));
-  NOSTRUM_CHECK(p != nullptr, Error,
-                "cannot allocate " + std::to_string(capacity_ * sizeof(float) >> 20) + " MiB",
+  void* p = std::aligned_alloc(64, bytes);
+  NOSTRUM_CHECK(p != nullptr, Error, "cannot allocate " + std::to_string(bytes >> 20) + " MiB",
                 "arena " + name_, "reduce the batch size or the model");
   data_.reset(static_cast<float*>(p));
   zero();

@@ -1,5 +1,5 @@
-# core: errors, shapes, arenas, the parameter table type, the 64-bit hash, the CPU features table and
-# its NOSTRUM_MAX_ISA cap.
+# core: errors, shapes, arenas, page mappings advised for huge pages, the parameter table type, the
+# 64-bit hash, the CPU features table and its NOSTRUM_MAX_ISA cap.
 list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/arena.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cpp
@@ -8,5 +8,6 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/isa.cpp
   ${CMAKE_CURRENT_LIST_DIR}/isa_dispatch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/page_memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
 )

@@ -18,6 +18,7 @@
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/core/page_memory.hpp"
 
 namespace nostrum::kernels {
 
@@ -35,15 +36,15 @@ class Words {
  public:
   uint32_t* at_least(size_t words) {
     if (size_ < words) {
-      data_.reset();  // the old one first: never both at once
-      data_.reset(new uint32_t[words]);
+      buffer_ = PageBuffer();  // the old one first: never both at once
+      buffer_ = PageBuffer(words * sizeof(uint32_t), "bf16 GEMM thread buffer");
       size_ = words;
     }
-    return data_.get();
+    return static_cast<uint32_t*>(buffer_.data());
   }
 
  private:
-  std::unique_ptr<uint32_t[]> data_;
+  PageBuffer buffer_;  // fresh pages, large ones huge (core/page_memory.hpp)
   size_t size_ = 0;
 };
 

@@ -15,6 +15,7 @@
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/core/page_memory.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/blas_kernels.hpp"
 #include "nostrum/kernels/conv_selection.hpp"
@@ -308,7 +309,7 @@ int main(int argc, char** argv) try {
       "\"kernels_ran\": \"%s\", \"conv_kernel\": \"%s\", \"conv_kernels\": {%s}, "
       "\"conv_passes\": %zu, \"conv_measured\": %d, \"conv_measure_seconds\": %.2f, "
       "\"bf16_handover_convs\": %d, \"bf16_input_convs\": %d, \"bf16_block_outputs\": %d, "
-      "\"bf16_conv_outputs\": %d%s}\n",
+      "\"bf16_conv_outputs\": %d, \"huge_pages\": %s, \"anon_huge_pages_mb\": %.0f%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
       peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
@@ -316,7 +317,8 @@ int main(int argc, char** argv) try {
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
       table.rows.size(), measured, table.measure_seconds, handover_convs, input_convs,
-      block_outputs, conv_outputs, ab_json.c_str());
+      block_outputs, conv_outputs, nostrum::huge_pages_wanted() ? "true" : "false",
+      nostrum::anon_huge_page_bytes() / 1048576.0, ab_json.c_str());
   return 0;
 } catch (const nostrum::Error& e) {
   std::fprintf(stderr, "nostrum-bench: %s\n", e.what());

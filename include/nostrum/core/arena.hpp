@@ -22,6 +22,8 @@ class Arena {
   // each thread's share is first touched by it). kOnFirstTouch: fresh pages from the OS, which
   // read as 0 and take physical memory only where first written, so what a run never touches
   // costs nothing (the activation arena, whose bf16 tensors fill half their fp32 slots).
+  // Either way an arena of 2 MiB or more is mapped on 2 MiB boundaries and advised for
+  // transparent huge pages (core/page_memory.hpp; NOSTRUM_HUGE_PAGES=0 turns that off).
   enum class Zeroing { kEager, kOnFirstTouch };
 
   Arena() = default;
@@ -45,7 +47,7 @@ class Arena {
   struct FreeDeleter {
     FreeDeleter() noexcept : mapped_bytes(0) {}
     explicit FreeDeleter(size_t bytes) noexcept : mapped_bytes(bytes) {}
-    size_t mapped_bytes;  // kOnFirstTouch: the mapping's length (munmap), else 0 (free)
+    size_t mapped_bytes;  // a mapping's length (unmap_pages), else 0 (free)
     void operator()(float* p) const;
   };
   std::unique_ptr<float, FreeDeleter> data_;

@@ -15,6 +15,7 @@
 
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/page_memory.hpp"
 #include "parallel_add.hpp"
 
 namespace nostrum::kernels {
@@ -78,30 +79,19 @@ std::string describe(const ConvGeometry& g) {
          " stride=" + std::to_string(g.stride) + " pad=" + std::to_string(g.pad);
 }
 
-// A 64-byte aligned block of bytes, owned.
+// A block of bytes, owned: fresh pages, page-aligned, large ones on huge pages
+// (core/page_memory.hpp).
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) {
-      data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-      NOSTRUM_CHECK(data_ != nullptr, Error, "oneDNN conv: out of memory for a buffer",
-                    std::to_string(bytes) + " bytes");
-    }
+    if (bytes) pages_ = PageBuffer(bytes, "oneDNN conv buffer");
   }
-  ~Buffer() { std::free(data_); }
-  Buffer(Buffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) {
-    o.data_ = nullptr, o.bytes_ = 0;
-  }
-  Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(data_, o.data_), std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  void* data() const { return data_; }
+  void* data() const { return pages_.data(); }
   size_t bytes() const { return bytes_; }
 
  private:
-  void* data_ = nullptr;
+  PageBuffer pages_;
   size_t bytes_ = 0;
 };
 
