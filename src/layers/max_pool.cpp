@@ -1,6 +1,6 @@
-// MaxPool2d NHWC forward (window scan, channels innermost) and backward (scatter to the recorded
-// winners, parallel over images and channel slices so no two threads touch the same input, each
-// input row zeroed just before the scatter reaches it).
+// MaxPool2d NHWC forward (window scan, channels innermost; fp32, or bf16 in and out) and backward
+// (scatter to the recorded winners, parallel over images and channel slices so no two threads touch
+// the same input, each input row zeroed just before the scatter reaches it).
 #include "nostrum/layers/max_pool.hpp"
 
 #include <omp.h>
@@ -8,56 +8,88 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/kernels/bf16.hpp"
 
 namespace nostrum::layers {
 
 namespace {
 
-// y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie).
-// Branch-free so that it vectorises; one copy per ISA, picked through the CPU features table
-// (nostrum/core/isa_dispatch.hpp).
+NOSTRUM_ALWAYS_INLINE float widen(float v) {
+  return v;
+}
+NOSTRUM_ALWAYS_INLINE float widen(uint16_t v) {
+  return kernels::bf16_to_fp32(v);
+}
+
+// y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie);
+// x fp32 or bf16 (widened exactly). Branch-free so that it vectorises; one copy per ISA, picked
+// through the CPU features table (nostrum/core/isa_dispatch.hpp).
+template <typename T>
 NOSTRUM_ALWAYS_INLINE void take_max_body(float* __restrict y, int32_t* __restrict idx,
-                                         const float* __restrict x, int32_t pos, int C) {
+                                         const T* __restrict x, int32_t pos, int C) {
   for (int c = 0; c < C; ++c) {
-    const float v = x[c];
+    const float v = widen(x[c]);
     const bool take = v > y[c] || v != v;
     y[c] = take ? v : y[c];
     idx[c] = take ? pos : idx[c];
   }
 }
-NOSTRUM_ISA_VARIANTS(, DispatchSite::kMaxPoolScan, take_max,
-                     (float* __restrict y, int32_t* __restrict idx, const float* __restrict x,
+NOSTRUM_ISA_VARIANTS(template <typename T>, DispatchSite::kMaxPoolScan, take_max,
+                     (float* __restrict y, int32_t* __restrict idx, const T* __restrict x,
                       int32_t pos, int C),
                      (y, idx, x, pos, C))
 
-}  // namespace
-
-void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGeometry& g) {
+// T: float, or uint16_t for bf16 in and out. A bf16 maximum is found in fp32 (in a row of the
+// thread's) and stored back exactly: it is one of the bf16 inputs (or -inf, or NaN).
+template <typename T>
+void max_pool_forward_t(T* out, int32_t* argmax, const T* in, const PoolGeometry& g) {
   const int P = g.P(), Q = g.Q(), C = g.C;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < g.N; ++n) {
-    for (int p = 0; p < P; ++p) {
-      const float* image = in + static_cast<int64_t>(n) * g.H * g.W * C;
-      for (int q = 0; q < Q; ++q) {
-        float* y = out + ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
-        int32_t* idx = argmax + ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
-        for (int c = 0; c < C; ++c) {
-          y[c] = -std::numeric_limits<float>::infinity();
-          idx[c] = -1;
-        }
-        const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
-        for (int h = std::max(h0, 0); h < std::min(h0 + g.R, g.H); ++h) {
-          for (int w = std::max(w0, 0); w < std::min(w0 + g.S, g.W); ++w) {
-            const int32_t pos = h * g.W + w;
-            const float* x = image + static_cast<int64_t>(pos) * C;
-            take_max(y, idx, x, pos, C);
+#pragma omp parallel
+  {
+    std::vector<float> row(std::is_same_v<T, float> ? 0 : C);
+#pragma omp for collapse(2) schedule(static)
+    for (int n = 0; n < g.N; ++n) {
+      for (int p = 0; p < P; ++p) {
+        const T* image = in + static_cast<int64_t>(n) * g.H * g.W * C;
+        for (int q = 0; q < Q; ++q) {
+          const int64_t at = ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
+          float* y;
+          if constexpr (std::is_same_v<T, float>)
+            y = out + at;
+          else
+            y = row.data();
+          int32_t* idx = argmax + at;
+          for (int c = 0; c < C; ++c) {
+            y[c] = -std::numeric_limits<float>::infinity();
+            idx[c] = -1;
           }
+          const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
+          for (int h = std::max(h0, 0); h < std::min(h0 + g.R, g.H); ++h) {
+            for (int w = std::max(w0, 0); w < std::min(w0 + g.S, g.W); ++w) {
+              const int32_t pos = h * g.W + w;
+              take_max(y, idx, image + static_cast<int64_t>(pos) * C, pos, C);
+            }
+          }
+          if constexpr (!std::is_same_v<T, float>)
+            for (int c = 0; c < C; ++c) out[at + c] = kernels::fp32_to_bf16(y[c]);
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void max_pool_forward(float* out, int32_t* argmax, const float* in, const PoolGeometry& g) {
+  max_pool_forward_t(out, argmax, in, g);
+}
+
+void max_pool_forward(uint16_t* out, int32_t* argmax, const uint16_t* in, const PoolGeometry& g) {
+  max_pool_forward_t(out, argmax, in, g);
 }
 
 void max_pool_backward(float* d_in, const float* d_out, const int32_t* argmax,

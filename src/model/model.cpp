@@ -453,7 +453,10 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
       case LayerKind::kMaxPool: {
         layers::PoolGeometry g = l.pool;
         g.N = s.n;
-        layers::max_pool_forward(l.output, l.winners, l.input, g);
+        if (l.bf16_output)  // a stem's, on its batch norm's bf16 output (link_bf16_block_outputs)
+          layers::max_pool_forward(bf16_output(l), l.winners, bf16_input(l), g);
+        else
+          layers::max_pool_forward(l.output, l.winners, l.input, g);
         break;
       }
       case LayerKind::kGlobalAvgPool:
@@ -622,6 +625,20 @@ void backward_block(const Pass& s, const Block& b) {
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
   backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
+}
+
+// A stem that ends batch norm, max-pool (torchvision's ResNets): in a bf16 run the norm writes bf16
+// and the max-pool picks among those values, so its output can be handed to the first block in
+// bf16 as a residual block's can (link_bf16_block_outputs).
+bool pooled_stem(const Block& b) {
+  const std::vector<Layer>& p = b.path;
+  return !b.residual && p.size() >= 2 && p.back().kind == LayerKind::kMaxPool &&
+         p[p.size() - 2].kind == LayerKind::kBatchNorm;
+}
+
+// Whether a bf16 run may keep block b's output in bf16: a residual block's, a pooled stem's.
+bool bf16_capable_output(const Block& b) {
+  return b.residual || pooled_stem(b);
 }
 
 // A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read
@@ -862,7 +879,7 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
   std::vector<kernels::ConvPassShape> shapes;
   for (size_t bi = 0; bi < m.blocks.size(); ++bi) {
     const Block& b = m.blocks[bi];
-    const bool after_residual = b.residual && bi > 0 && m.blocks[bi - 1].residual;
+    const bool after_residual = b.residual && bi > 0 && bf16_capable_output(m.blocks[bi - 1]);
     for (const std::vector<Layer>* chain : {&b.path, &b.shortcut})
       for (size_t i = 0; i < chain->size(); ++i) {
         const Layer& l = (*chain)[i];
@@ -1000,9 +1017,15 @@ void Model::Impl::link_bf16_block_outputs(kernels::Precision precision) {
   for (size_t i = 0; i < blocks.size(); ++i) {
     Block& b = blocks[i];
     Block* next = i + 1 < blocks.size() && blocks[i + 1].residual ? &blocks[i + 1] : nullptr;
-    const bool on = bf16 && b.residual && next && takes_bf16_input(next->path.front()) &&
+    const bool on = bf16 && bf16_capable_output(b) && next &&
+                    takes_bf16_input(next->path.front()) &&
                     (next->shortcut.empty() || takes_bf16_input(next->shortcut.front()));
     if (b.residual) b.path.back().bf16_output = on;
+    if (pooled_stem(b)) {  // the norm writes bf16, the max-pool reads and writes it
+      Layer& pool = b.path.back();
+      Layer& norm = b.path[b.path.size() - 2];
+      norm.bf16_output = pool.bf16_input = pool.bf16_output = on;
+    }
     // A downsample's batch norm: its output is read only by the add.
     if (!b.shortcut.empty()) b.shortcut.back().bf16_output = bf16;
     if (i + 1 < blocks.size()) {
@@ -1037,7 +1060,7 @@ int Model::bf16_conv_outputs() const {
 
 int Model::bf16_block_outputs() const {
   int count = 0;
-  for (const Block& b : impl_->blocks) count += b.residual && b.path.back().bf16_output;
+  for (const Block& b : impl_->blocks) count += bf16_capable_output(b) && b.path.back().bf16_output;
   return count;
 }
 

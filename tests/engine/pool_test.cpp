@@ -1,12 +1,15 @@
 // MaxPool2d and global average pool against naive references, PyTorch's tie and padding rules, and
-// finite-difference gradient checks (max-pool inputs kept apart from their window rivals).
+// finite-difference gradient checks (max-pool inputs kept apart from their window rivals); the
+// max-pool on bf16 tensors against its fp32 call.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "grad_check.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "nostrum/layers/global_avg_pool.hpp"
 #include "nostrum/layers/max_pool.hpp"
 
@@ -113,5 +116,40 @@ TEST_CASE("global average pool matches a naive reference and its gradient", "[en
       return nostrum::testing::weighted_sum(yy, w);
     };
     CHECK(nostrum::testing::check_gradient("gap d_in", x, dx, loss, 1e-2f, 1e-3) == int(x.size()));
+  }
+}
+
+TEST_CASE("max pool on bf16 tensors gives the fp32 call's maxima and winners, bit for bit",
+          "[engine][pool]") {
+  // Values rounded to bf16 with many ties (a few distinct values), negatives (padding must not
+  // win), a NaN and infinities; the fp32 call on the widened values is the reference.
+  const std::vector<PoolGeometry> cases = {
+      {2, 9, 7, 40, 3, 3, 2, 1}, {3, 8, 8, 64, 3, 3, 2, 1}, {1, 5, 6, 3, 2, 2, 2, 0}};
+  uint32_t seed = 500;
+  for (const auto& g : cases) {
+    INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R);
+    std::vector<float> x = random_vector(size_t(g.N) * g.H * g.W * g.C, seed++);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i % 3 == 0) x[i] = std::round(x[i] * 4.0f) - 3.0f;  // ties, and all-negative windows
+      x[i] = nostrum::kernels::round_to_bf16(x[i]);
+    }
+    x[7] = std::numeric_limits<float>::quiet_NaN();
+    x[11] = std::numeric_limits<float>::infinity();
+    x[x.size() - 2] = -std::numeric_limits<float>::infinity();
+    std::vector<uint16_t> x16(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x16[i] = nostrum::kernels::fp32_to_bf16(x[i]);
+    const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.C;
+    std::vector<float> y(out_n);
+    std::vector<uint16_t> y16(out_n, 0xFFFF);
+    std::vector<int32_t> idx(out_n), idx16(out_n, -7);
+    max_pool_forward(y.data(), idx.data(), x.data(), g);
+    max_pool_forward(y16.data(), idx16.data(), x16.data(), g);
+    CHECK(idx16 == idx);
+    size_t differ = 0;
+    for (size_t i = 0; i < out_n; ++i) {
+      const float v = nostrum::kernels::bf16_to_fp32(y16[i]);
+      differ += !(v == y[i] || (std::isnan(v) && std::isnan(y[i])));
+    }
+    CHECK(differ == 0);
   }
 }

@@ -102,9 +102,11 @@ class Model {
   // forward and weight-gradient kernels; an identity shortcut's add and the add's ReLU mask widen
   // it), and each downsample's batch norm output (the add's shortcut) in bf16. Unlike the
   // hand-over this changes the values: the convs read the same bf16 values as before, but the
-  // residual adds and the add's mask read their operands rounded to bf16.
-  // On by default; bf16_block_outputs() counts those blocks (the last residual block feeds the
-  // head in fp32).
+  // residual adds and the add's mask read their operands rounded to bf16. A stem that ends
+  // batch norm, max-pool hands its output over the same way: the norm writes bf16 and the
+  // max-pool picks among those values (exact), where the first block's convs take bf16.
+  // On by default; bf16_block_outputs() counts those blocks, the stem among them (the last
+  // residual block feeds the head in fp32).
   void set_bf16_block_outputs(bool on);
   int bf16_block_outputs() const;
   // bf16 runs keep a conv's output in bf16, as PyTorch's autocast does, where its forward kernel
