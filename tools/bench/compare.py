@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """nostrum against PyTorch on the issue's benchmark cases, interleaved in one invocation: per case
 the SGEMM ceiling probe, nostrum-bench, and PyTorch in NCHW and channels_last (best of both), the
-order alternating between rounds so that drifting machine load favours neither side.
+order alternating between rounds so that drifting machine load favours neither side. nostrum maps
+its large buffers on transparent huge pages (NOSTRUM_HUGE_PAGES, on by default); PyTorch runs each
+format with glibc's malloc plain and advising huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1;
+--torch-huge-pages off: plain only), and its best run counts.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
                               [--blas avx512|env|both] [--steps K] [--warmup W] [--layers]
                               [--bf16]
                               [--conv-kernel measure|cached|fixed|NAME]
-                              [--max-isa avx2|avx512|avx512_bf16|amx]
+                              [--max-isa avx2|avx512|avx512_bf16|amx] [--torch-huge-pages both|off]
 --max-isa caps both sides at one instruction-set level: nostrum by NOSTRUM_MAX_ISA, PyTorch by
 DNNL_MAX_CPU_ISA (oneDNN) and ATEN_CPU_CAPABILITY (ATen's own kernels), OpenBLAS by
 OPENBLAS_CORETYPE=Haswell under avx2 (above it, as --blas says); the table's heading prints the cap
@@ -75,6 +78,16 @@ DNNL_ISA = {"avx2": "AVX2", "avx512": "AVX512_CORE", "avx512_bf16": "AVX512_CORE
 ATEN_CAPABILITY = {"avx2": "avx2", "avx512": "avx512", "avx512_bf16": "avx512", "amx": "avx512"}
 
 
+def torch_env(env, huge_pages):
+    """PyTorch's environment; huge_pages: glibc's malloc advises its large blocks for transparent
+    huge pages (the tunable glibc.malloc.hugetlb=1, glibc 2.35 and later), as nostrum maps its
+    arenas (NOSTRUM_HUGE_PAGES); PyTorch 1.13 has no switch of its own."""
+    if not huge_pages:
+        return env
+    tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t]
+    return dict(env, GLIBC_TUNABLES=":".join(tunables + ["glibc.malloc.hugetlb=1"]))
+
+
 def cap_env(env, cap):
     """Both sides capped at `cap` (None: env unchanged)."""
     if cap is None:
@@ -127,7 +140,11 @@ def main():
                         help="nostrum-bench --conv-kernel: measure | cached | fixed | a candidate")
     parser.add_argument("--max-isa", choices=sorted(DNNL_ISA), default=None,
                         help="cap both sides at this instruction-set level")
+    parser.add_argument("--torch-huge-pages", default="both", choices=["both", "off"],
+                        help="PyTorch with and without glibc's huge-page tunable (best of both), "
+                             "or without only")
     args = parser.parse_args()
+    torch_huge_pages = (False, True) if args.torch_huge_pages == "both" else (False,)
     conv_isas = {}  # case -> oneDNN convolution implementations PyTorch ran under the cap
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
@@ -156,21 +173,26 @@ def main():
                                          env, args.layers))
                     print(json.dumps(ours[-1]), flush=True)
 
-                def run_theirs():
+                def run_torch(into, extra):
                     for fmt in ("nchw", "channels_last"):
-                        theirs.append(run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
-                                               + common + ["--format", fmt], env))
-                        print(json.dumps(theirs[-1]), flush=True)
+                        for huge in torch_huge_pages:
+                            run = run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
+                                           + common + ["--format", fmt] + extra,
+                                           torch_env(env, huge))
+                            if huge:
+                                run["format"] += " + huge pages"
+                            into.append(run)
+                            print(json.dumps(run), flush=True)
+
+                def run_theirs():
+                    run_torch(theirs, [])
                 def run_ours16():
                     ours16.append(run_json([bench] + common + ours_only + ["--precision", "bf16"],
                                            env))
                     print(json.dumps(ours16[-1]), flush=True)
 
                 def run_theirs16():
-                    for fmt in ("nchw", "channels_last"):
-                        theirs16.append(run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
-                                                 + common + ["--format", fmt, "--precision", "bf16"], env))
-                        print(json.dumps(theirs16[-1]), flush=True)
+                    run_torch(theirs16, ["--precision", "bf16"])
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
                 order = [run_ours, run_theirs] + ([run_ours16, run_theirs16] if args.bf16 else [])
