@@ -30,12 +30,13 @@ bool huge_pages_wanted() {
 PageMapping map_pages(size_t bytes, const std::string& what) {
   const bool huge = bytes >= kHugePageBytes && huge_pages_wanted();
   // For a huge-page-aligned start: one huge page more, and the unaligned head and tail returned.
-  const size_t length = huge ? (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : bytes;
+  const size_t length =
+      huge ? (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : bytes;
   const size_t asked = huge ? length + kHugePageBytes : length;
   void* p = mmap(nullptr, asked, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   NOSTRUM_CHECK(p != MAP_FAILED, Error,
-                "cannot map " + std::to_string(asked >> 20) + " MiB: " + std::strerror(errno),
-                what, "reduce the batch size or the model");
+                "cannot map " + std::to_string(asked >> 20) + " MiB: " + std::strerror(errno), what,
+                "reduce the batch size or the model");
   if (!huge) return PageMapping{p, asked};
   const uintptr_t start = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = (start + kHugePageBytes - 1) & ~uintptr_t(kHugePageBytes - 1);

@@ -25,60 +25,67 @@ NOSTRUM_ALWAYS_INLINE float widen(uint16_t v) {
   return kernels::bf16_to_fp32(v);
 }
 
-// y (C), idx (C) take x (C) where x > y or x is NaN (PyTorch's rule; the first maximum wins a tie);
-// x fp32 or bf16 (widened exactly). Branch-free so that it vectorises; one copy per ISA, picked
-// through the CPU features table (nostrum/core/isa_dispatch.hpp).
+// Output row p of one image: out (Q, C), idx (Q, C) from image (H, W, C). Each output pixel's
+// y (C) starts at -inf and takes x (C) where x > y or x is NaN (PyTorch's rule; the first maximum
+// wins a tie), branch-free so that it vectorises; T is float, or uint16_t for bf16 in and out: a
+// bf16 maximum is found in fp32 (in y_row, C floats) and stored back exactly (it is one of the
+// bf16 inputs, -inf or NaN). One copy per ISA, picked through the CPU features table
+// (nostrum/core/isa_dispatch.hpp), once per row.
 template <typename T>
-NOSTRUM_ALWAYS_INLINE void take_max_body(float* __restrict y, int32_t* __restrict idx,
-                                         const T* __restrict x, int32_t pos, int C) {
-  for (int c = 0; c < C; ++c) {
-    const float v = widen(x[c]);
-    const bool take = v > y[c] || v != v;
-    y[c] = take ? v : y[c];
-    idx[c] = take ? pos : idx[c];
+NOSTRUM_ALWAYS_INLINE void pool_row_body(T* __restrict out, int32_t* __restrict idx,
+                                         const T* __restrict image, const PoolGeometry& g, int p,
+                                         float* __restrict y_row) {
+  const int Q = g.Q(), C = g.C;
+  const int h0 = p * g.stride - g.pad;
+  const int h_begin = std::max(h0, 0), h_end = std::min(h0 + g.R, g.H);
+  for (int q = 0; q < Q; ++q) {
+    float* y;
+    if constexpr (std::is_same_v<T, float>)
+      y = out + static_cast<int64_t>(q) * C;
+    else
+      y = y_row;
+    int32_t* ix = idx + static_cast<int64_t>(q) * C;
+    for (int c = 0; c < C; ++c) {
+      y[c] = -std::numeric_limits<float>::infinity();
+      ix[c] = -1;
+    }
+    const int w0 = q * g.stride - g.pad;
+    const int w_begin = std::max(w0, 0), w_end = std::min(w0 + g.S, g.W);
+    for (int h = h_begin; h < h_end; ++h)
+      for (int w = w_begin; w < w_end; ++w) {
+        const int32_t pos = h * g.W + w;
+        const T* x = image + static_cast<int64_t>(pos) * C;
+        for (int c = 0; c < C; ++c) {
+          const float v = widen(x[c]);
+          const bool take = v > y[c] || v != v;
+          y[c] = take ? v : y[c];
+          ix[c] = take ? pos : ix[c];
+        }
+      }
+    if constexpr (!std::is_same_v<T, float>) {
+      T* o = out + static_cast<int64_t>(q) * C;
+      for (int c = 0; c < C; ++c) o[c] = kernels::fp32_to_bf16(y[c]);
+    }
   }
 }
-NOSTRUM_ISA_VARIANTS(template <typename T>, DispatchSite::kMaxPoolScan, take_max,
-                     (float* __restrict y, int32_t* __restrict idx, const T* __restrict x,
-                      int32_t pos, int C),
-                     (y, idx, x, pos, C))
+NOSTRUM_ISA_VARIANTS(template <typename T>, DispatchSite::kMaxPoolScan, pool_row,
+                     (T* __restrict out, int32_t* __restrict idx, const T* __restrict image,
+                      const PoolGeometry& g, int p, float* __restrict y_row),
+                     (out, idx, image, g, p, y_row))
 
-// T: float, or uint16_t for bf16 in and out. A bf16 maximum is found in fp32 (in a row of the
-// thread's) and stored back exactly: it is one of the bf16 inputs (or -inf, or NaN).
 template <typename T>
 void max_pool_forward_t(T* out, int32_t* argmax, const T* in, const PoolGeometry& g) {
   const int P = g.P(), Q = g.Q(), C = g.C;
 #pragma omp parallel
   {
-    std::vector<float> row(std::is_same_v<T, float> ? 0 : C);
+    std::vector<float> y_row(std::is_same_v<T, float> ? 0 : C);
 #pragma omp for collapse(2) schedule(static)
-    for (int n = 0; n < g.N; ++n) {
+    for (int n = 0; n < g.N; ++n)
       for (int p = 0; p < P; ++p) {
-        const T* image = in + static_cast<int64_t>(n) * g.H * g.W * C;
-        for (int q = 0; q < Q; ++q) {
-          const int64_t at = ((static_cast<int64_t>(n) * P + p) * Q + q) * C;
-          float* y;
-          if constexpr (std::is_same_v<T, float>)
-            y = out + at;
-          else
-            y = row.data();
-          int32_t* idx = argmax + at;
-          for (int c = 0; c < C; ++c) {
-            y[c] = -std::numeric_limits<float>::infinity();
-            idx[c] = -1;
-          }
-          const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
-          for (int h = std::max(h0, 0); h < std::min(h0 + g.R, g.H); ++h) {
-            for (int w = std::max(w0, 0); w < std::min(w0 + g.S, g.W); ++w) {
-              const int32_t pos = h * g.W + w;
-              take_max(y, idx, image + static_cast<int64_t>(pos) * C, pos, C);
-            }
-          }
-          if constexpr (!std::is_same_v<T, float>)
-            for (int c = 0; c < C; ++c) out[at + c] = kernels::fp32_to_bf16(y[c]);
-        }
+        const int64_t at = (static_cast<int64_t>(n) * P + p) * Q * C;
+        pool_row(out + at, argmax + at, in + static_cast<int64_t>(n) * g.H * g.W * C, g, p,
+                 y_row.data());
       }
-    }
   }
 }
 

@@ -65,9 +65,10 @@ TEST_CASE("NOSTRUM_HUGE_PAGES takes 0, 1, off, on or nothing, and refuses the re
   CHECK(nostrum::huge_pages_wanted() == environment_wants_huge_pages());
 }
 
-TEST_CASE("a large page mapping starts on 2 MiB, is advised for huge pages as the environment asks, "
-          "and reads 0",
-          "[core][madvise]") {
+TEST_CASE(
+    "a large page mapping starts on 2 MiB, is advised for huge pages as the environment asks, "
+    "and reads 0",
+    "[core][madvise]") {
   const bool huge = environment_wants_huge_pages();
   const size_t bytes = (size_t(5) << 20) + 12345;  // not a multiple of 2 MiB
   nostrum::PageBuffer large(bytes, "test mapping");
