@@ -1,6 +1,7 @@
 // RunResult <-> JSON with nlohmann::json (ordered keys, so the file reads in a fixed order).
 #include "result.hpp"
 
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
+#include "nostrum/core/page_memory.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
@@ -114,6 +116,11 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.dnnl_max_cpu_isa = cpu.dnnl_max_cpu_isa;
   r.openblas_core = kernels::blas_core_name();
   r.kernels_ran = describe_dispatches_ran();
+  r.huge_pages = huge_pages_wanted() ? 1 : 0;
+  r.anon_huge_pages_mb = static_cast<int64_t>(anon_huge_page_bytes() >> 20);
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  r.peak_rss_mb = static_cast<int64_t>(usage.ru_maxrss) >> 10;  // Linux: KiB
   return r;
 }
 
@@ -157,6 +164,10 @@ std::string result_json(const RunResult& r) {
               {"dnnl_max_cpu_isa", r.dnnl_max_cpu_isa},
               {"openblas_core", r.openblas_core},
               {"kernels_ran", r.kernels_ran}};
+  if (r.huge_pages >= 0)
+    j["memory"] = {{"huge_pages", r.huge_pages == 1},
+                   {"anon_huge_pages_mb", r.anon_huge_pages_mb},
+                   {"peak_rss_mb", r.peak_rss_mb}};
   return j.dump(2);  // indented: the file is read by people too
 }
 
@@ -216,6 +227,12 @@ RunResult parse_result_json(const std::string& text) {
     r.dnnl_max_cpu_isa = field<std::string>(cpu, "dnnl_max_cpu_isa");
     r.openblas_core = field<std::string>(cpu, "openblas_core");
     r.kernels_ran = field<std::string>(cpu, "kernels_ran");
+  }
+  if (j.contains("memory")) {  // likewise
+    const Json memory = field<Json>(j, "memory");
+    r.huge_pages = field<bool>(memory, "huge_pages") ? 1 : 0;
+    r.anon_huge_pages_mb = field<int64_t>(memory, "anon_huge_pages_mb");
+    r.peak_rss_mb = field<int64_t>(memory, "peak_rss_mb");
   }
   return r;
 }

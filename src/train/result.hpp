@@ -48,6 +48,12 @@ struct RunResult {
   // ("" for none) and the features it cleared, DNNL_MAX_CPU_ISA, OpenBLAS's core and the variant
   // each kernel dispatch ran (describe_dispatches_ran). All "" when unrecorded (older files).
   std::string cpu, max_isa, cap_removed, dnnl_max_cpu_isa, openblas_core, kernels_ran;
+  // Rank 0's memory: whether its large buffers were advised for huge pages (NOSTRUM_HUGE_PAGES),
+  // how much of its memory the kernel backed with them at the end (AnonHugePages), its peak RSS.
+  // -1 when unrecorded (older files).
+  int huge_pages = -1;  // 1 advised, 0 not
+  int64_t anon_huge_pages_mb = -1;
+  int64_t peak_rss_mb = -1;
 };
 
 // The summary of a run that has ended (state.status is not kRunning); checksums given.

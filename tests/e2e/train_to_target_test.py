@@ -53,6 +53,12 @@ def main():
           "result names oneDNN's version and the ISA it dispatched to")
     check(f"oneDNN {r['onednn']['version']} ({r['onednn']['isa']})" in proc.stdout,
           "start-up prints oneDNN's version and ISA beside the BLAS kernels")
+    memory = r["memory"]
+    advised = os.environ.get("NOSTRUM_HUGE_PAGES", "") not in ("0", "off")
+    check(memory["huge_pages"] is advised,
+          f"result says huge pages were advised as the environment asks ({memory})")
+    check(0 < memory["peak_rss_mb"] < 8192 and memory["anon_huge_pages_mb"] >= 0,
+          f"result records rank 0's peak RSS and huge-page memory ({memory})")
 
     events = []
     for number, line in enumerate(open(log), 1):

@@ -241,6 +241,9 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   r.overlap = true;
   r.onednn_version = "2.6.3";
   r.onednn_isa = "avx512_core_bf16";
+  r.huge_pages = 1;
+  r.anon_huge_pages_mb = 2320;
+  r.peak_rss_mb = 2394;
   const std::string text = train::result_json(r);
   const train::RunResult back = train::parse_result_json(text);
   CHECK(train::result_json(back) == text);
@@ -261,6 +264,10 @@ TEST_CASE("the result JSON parses and round-trips", "[train]") {
   CHECK(back.precision == "bf16");
   CHECK(back.onednn_version == "2.6.3");
   CHECK(back.onednn_isa == "avx512_core_bf16");
+  CHECK(back.huge_pages == 1);
+  CHECK(back.anon_huge_pages_mb == 2320);
+  CHECK(back.peak_rss_mb == 2394);
+  CHECK(text.find("\"huge_pages\": true") != std::string::npos);
   CHECK(text.find("\"epochs\": 4,") != std::string::npos);        // integers stay integers
   CHECK(text.find("\"evaluation\": 10.0") != std::string::npos);  // doubles stay doubles
   CHECK(text.find("\"steps\": 7500,") != std::string::npos);      // the JSON keys readers use
