@@ -249,10 +249,11 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
 
 TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][conv]") {
   // ResNet-50: every conv's output gradient comes from the batch norm after it; the input in bf16
-  // from an inner batch norm or the previous block's output, except the stem (the images) and
-  // layer1.0's conv1 and downsample (the max-pool's output), which share no shape with another.
-  // The classifier's gradient and input stay fp32. layer1.0's downsample shares its shape with
-  // layer1's conv3s, which read bf16: the shape takes fp32, as one of its layers does.
+  // from an inner batch norm, the previous block's output or the stem's max-pool (layer1.0's conv1
+  // and downsample), except the stem conv (the images). The classifier's gradient and input stay
+  // fp32. layer1.0's downsample shares its shape with layer1's conv3s, which read bf16 from an
+  // inner batch norm: with the stem's output in fp32 (the block outputs off) the shape takes fp32,
+  // as one of its layers does.
   nostrum::model::ModelConfig config;
   config.name = "resnet50";
   config.num_classes = 10;
@@ -274,9 +275,8 @@ TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][
   CHECK(!stem.bf16_out);                       // a weight gradient has no output
   CHECK(find(64, 3, 64, 7, 2, fwd).bf16_out);  // every conv's forward: a batch norm follows
   CHECK(find(8, 128, 512, 1, 1, fwd).bf16_out);
-  const auto layer1_conv1 = find(16, 64, 64, 1, 1, fwd);  // layer1.0.conv1: the max-pool's output
-  CHECK(!layer1_conv1.bf16_in);
-  CHECK(!find(16, 64, 256, 1, 1, wgt).bf16_in);  // layer1.0.downsample with the conv3s
+  CHECK(find(16, 64, 64, 1, 1, fwd).bf16_in);    // layer1.0.conv1: the max-pool's bf16 output
+  CHECK(find(16, 64, 256, 1, 1, wgt).bf16_in);   // layer1.0.downsample with the conv3s
   CHECK(find(16, 64, 256, 1, 1, wgt).bf16_d_out);
   CHECK(find(16, 256, 64, 1, 1, fwd).bf16_in);  // layer1.1/2.conv1: the block outputs
   CHECK(find(16, 64, 64, 3, 1, wgt).bf16_in);   // conv2: an inner batch norm's
@@ -285,9 +285,14 @@ TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][
   CHECK(!fc.bf16_in);
   CHECK(!fc.bf16_d_out);
   CHECK(!find(1, 2048, 10, 1, 1, fwd).bf16_out);  // the logits stay fp32
+  // The block outputs off: the stem's max-pool writes fp32, so layer1.0's conv1 reads fp32 and
+  // the shape its downsample shares with the conv3s (bf16 from bn2) takes fp32.
+  m->set_bf16_block_outputs(false);
+  CHECK(!find(16, 64, 64, 1, 1, fwd).bf16_in);
+  CHECK(!find(16, 64, 256, 1, 1, wgt).bf16_in);
+  CHECK(find(16, 64, 64, 3, 1, wgt).bf16_in);  // the inner batch norms' hand-over stays
   // Off: nothing handed over, nothing measured so.
   m->set_bf16_handover(false);
-  m->set_bf16_block_outputs(false);
   m->set_bf16_conv_outputs(false);
   for (const kernels::ConvPassShape& s : m->conv_pass_shapes()) {
     CHECK(!s.bf16_in);
