@@ -275,8 +275,8 @@ TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][
   CHECK(!stem.bf16_out);                       // a weight gradient has no output
   CHECK(find(64, 3, 64, 7, 2, fwd).bf16_out);  // every conv's forward: a batch norm follows
   CHECK(find(8, 128, 512, 1, 1, fwd).bf16_out);
-  CHECK(find(16, 64, 64, 1, 1, fwd).bf16_in);    // layer1.0.conv1: the max-pool's bf16 output
-  CHECK(find(16, 64, 256, 1, 1, wgt).bf16_in);   // layer1.0.downsample with the conv3s
+  CHECK(find(16, 64, 64, 1, 1, fwd).bf16_in);   // layer1.0.conv1: the max-pool's bf16 output
+  CHECK(find(16, 64, 256, 1, 1, wgt).bf16_in);  // layer1.0.downsample with the conv3s
   CHECK(find(16, 64, 256, 1, 1, wgt).bf16_d_out);
   CHECK(find(16, 256, 64, 1, 1, fwd).bf16_in);  // layer1.1/2.conv1: the block outputs
   CHECK(find(16, 64, 64, 3, 1, wgt).bf16_in);   // conv2: an inner batch norm's
