@@ -9,7 +9,6 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
@@ -25,68 +24,69 @@ NOSTRUM_ALWAYS_INLINE float widen(uint16_t v) {
   return kernels::bf16_to_fp32(v);
 }
 
+// Channels per slice of a bf16 output pixel's fp32 maxima, on the stack (ResNets pool 64).
+constexpr int kSliceChannels = 4096;
+
 // Output row p of one image: out (Q, C), idx (Q, C) from image (H, W, C). Each output pixel's
-// y (C) starts at -inf and takes x (C) where x > y or x is NaN (PyTorch's rule; the first maximum
-// wins a tie), branch-free so that it vectorises; T is float, or uint16_t for bf16 in and out: a
-// bf16 maximum is found in fp32 (in y_row, C floats) and stored back exactly (it is one of the
-// bf16 inputs, -inf or NaN). One copy per ISA, picked through the CPU features table
-// (nostrum/core/isa_dispatch.hpp), once per row.
+// y starts at -inf and takes x where x > y or x is NaN (PyTorch's rule; the first maximum wins a
+// tie), channels in slices of at most kSliceChannels, branch-free so that it vectorises. T is
+// float (y is the output itself), or uint16_t for bf16 in and out: a bf16 maximum is found in
+// fp32 (y on the stack) and stored back exactly (it is one of the bf16 inputs, -inf or NaN). One
+// copy per ISA, picked through the CPU features table (nostrum/core/isa_dispatch.hpp), once per
+// row.
 template <typename T>
 NOSTRUM_ALWAYS_INLINE void pool_row_body(T* __restrict out, int32_t* __restrict idx,
-                                         const T* __restrict image, const PoolGeometry& g, int p,
-                                         float* __restrict y_row) {
+                                         const T* __restrict image, const PoolGeometry& g, int p) {
   const int Q = g.Q(), C = g.C;
   const int h0 = p * g.stride - g.pad;
   const int h_begin = std::max(h0, 0), h_end = std::min(h0 + g.R, g.H);
+  float slice[std::is_same_v<T, float> ? 1 : kSliceChannels];
   for (int q = 0; q < Q; ++q) {
-    float* y;
-    if constexpr (std::is_same_v<T, float>)
-      y = out + static_cast<int64_t>(q) * C;
-    else
-      y = y_row;
-    int32_t* ix = idx + static_cast<int64_t>(q) * C;
-    for (int c = 0; c < C; ++c) {
-      y[c] = -std::numeric_limits<float>::infinity();
-      ix[c] = -1;
-    }
     const int w0 = q * g.stride - g.pad;
     const int w_begin = std::max(w0, 0), w_end = std::min(w0 + g.S, g.W);
-    for (int h = h_begin; h < h_end; ++h)
-      for (int w = w_begin; w < w_end; ++w) {
-        const int32_t pos = h * g.W + w;
-        const T* x = image + static_cast<int64_t>(pos) * C;
-        for (int c = 0; c < C; ++c) {
-          const float v = widen(x[c]);
-          const bool take = v > y[c] || v != v;
-          y[c] = take ? v : y[c];
-          ix[c] = take ? pos : ix[c];
-        }
+    for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+      const int n = std::min(kSliceChannels, C - c0);
+      const int64_t at = static_cast<int64_t>(q) * C + c0;
+      float* y;
+      if constexpr (std::is_same_v<T, float>)
+        y = out + at;
+      else
+        y = slice;
+      int32_t* ix = idx + at;
+      for (int c = 0; c < n; ++c) {
+        y[c] = -std::numeric_limits<float>::infinity();
+        ix[c] = -1;
       }
-    if constexpr (!std::is_same_v<T, float>) {
-      T* o = out + static_cast<int64_t>(q) * C;
-      for (int c = 0; c < C; ++c) o[c] = kernels::fp32_to_bf16(y[c]);
+      for (int h = h_begin; h < h_end; ++h)
+        for (int w = w_begin; w < w_end; ++w) {
+          const int32_t pos = h * g.W + w;
+          const T* x = image + static_cast<int64_t>(pos) * C + c0;
+          for (int c = 0; c < n; ++c) {
+            const float v = widen(x[c]);
+            const bool take = v > y[c] || v != v;
+            y[c] = take ? v : y[c];
+            ix[c] = take ? pos : ix[c];
+          }
+        }
+      if constexpr (!std::is_same_v<T, float>)
+        for (int c = 0; c < n; ++c) out[at + c] = kernels::fp32_to_bf16(y[c]);
     }
   }
 }
 NOSTRUM_ISA_VARIANTS(template <typename T>, DispatchSite::kMaxPoolScan, pool_row,
                      (T* __restrict out, int32_t* __restrict idx, const T* __restrict image,
-                      const PoolGeometry& g, int p, float* __restrict y_row),
-                     (out, idx, image, g, p, y_row))
+                      const PoolGeometry& g, int p),
+                     (out, idx, image, g, p))
 
 template <typename T>
 void max_pool_forward_t(T* out, int32_t* argmax, const T* in, const PoolGeometry& g) {
   const int P = g.P(), Q = g.Q(), C = g.C;
-#pragma omp parallel
-  {
-    std::vector<float> y_row(std::is_same_v<T, float> ? 0 : C);
-#pragma omp for collapse(2) schedule(static)
-    for (int n = 0; n < g.N; ++n)
-      for (int p = 0; p < P; ++p) {
-        const int64_t at = (static_cast<int64_t>(n) * P + p) * Q * C;
-        pool_row(out + at, argmax + at, in + static_cast<int64_t>(n) * g.H * g.W * C, g, p,
-                 y_row.data());
-      }
-  }
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < g.N; ++n)
+    for (int p = 0; p < P; ++p) {
+      const int64_t at = (static_cast<int64_t>(n) * P + p) * Q * C;
+      pool_row(out + at, argmax + at, in + static_cast<int64_t>(n) * g.H * g.W * C, g, p);
+    }
 }
 
 }  // namespace

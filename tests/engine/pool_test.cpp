@@ -123,8 +123,11 @@ TEST_CASE("max pool on bf16 tensors gives the fp32 call's maxima and winners, bi
           "[engine][pool]") {
   // Values rounded to bf16 with many ties (a few distinct values), negatives (padding must not
   // win), a NaN and infinities; the fp32 call on the widened values is the reference.
-  const std::vector<PoolGeometry> cases = {
-      {2, 9, 7, 40, 3, 3, 2, 1}, {3, 8, 8, 64, 3, 3, 2, 1}, {1, 5, 6, 3, 2, 2, 2, 0}};
+  // 4,100 channels: past the kernel's 4,096-channel slice.
+  const std::vector<PoolGeometry> cases = {{2, 9, 7, 40, 3, 3, 2, 1},
+                                           {3, 8, 8, 64, 3, 3, 2, 1},
+                                           {1, 5, 6, 3, 2, 2, 2, 0},
+                                           {1, 4, 5, 4100, 3, 3, 2, 1}};
   uint32_t seed = 500;
   for (const auto& g : cases) {
     INFO("in " << g.N << "x" << g.H << "x" << g.W << "x" << g.C << " k" << g.R);
@@ -152,4 +155,13 @@ TEST_CASE("max pool on bf16 tensors gives the fp32 call's maxima and winners, bi
     }
     CHECK(differ == 0);
   }
+}
+
+TEST_CASE("max pool past one slice of channels matches the naive reference", "[engine][pool]") {
+  const PoolGeometry g{2, 5, 4, 4100, 3, 3, 2, 1};  // the kernel works in 4,096-channel slices
+  const std::vector<float> x = random_vector(size_t(g.N) * g.H * g.W * g.C, 700);
+  std::vector<float> y(size_t(g.N) * g.P() * g.Q() * g.C);
+  std::vector<int32_t> idx(y.size());
+  max_pool_forward(y.data(), idx.data(), x.data(), g);
+  CHECK(y == naive_max_pool(x, g));
 }
