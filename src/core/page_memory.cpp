@@ -29,7 +29,9 @@ bool huge_pages_wanted() {
 }
 
 PageMapping map_pages(size_t bytes, const std::string& what) {
-  const bool huge = bytes >= kHugePageBytes && huge_pages_wanted();
+  // The setting read (and a bad value refused) by every mapping, large or not.
+  const bool wanted = huge_pages_wanted();
+  const bool huge = bytes >= kHugePageBytes && wanted;
   // For a huge-page-aligned start: one huge page more, and the unaligned head and tail returned.
   const size_t length =
       huge ? (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : bytes;

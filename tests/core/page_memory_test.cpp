@@ -105,3 +105,10 @@ TEST_CASE("arenas of 2 MiB or more are mapped on huge pages, eager and zeroed on
   nostrum::Arena small(1000, "small");
   CHECK_FALSE(advised_huge(small.data()));
 }
+
+// Run by the ctest page_memory_refuses_bad_huge_pages, under NOSTRUM_HUGE_PAGES=yes (hidden
+// otherwise): the setting is read by every mapping, so a bad value stops even a small one.
+TEST_CASE("under a bad NOSTRUM_HUGE_PAGES even a small mapping is refused by name", "[.]") {
+  REQUIRE(std::getenv("NOSTRUM_HUGE_PAGES") != nullptr);
+  REQUIRE_THROWS_AS(nostrum::PageBuffer(4096, "small"), nostrum::OptionError);
+}

@@ -56,6 +56,16 @@ def main():
     p = run_plain(["--data", "/nonexistent/fmnist"])
     check(p.returncode != 0 and "/nonexistent/fmnist" in p.stderr, "missing dataset names the path")
 
+    # A bad NOSTRUM_HUGE_PAGES stops the run, naming the variable.
+    data = fmnist_subset(256, 64)
+    proc = subprocess.run([train_binary(), "--data", data, "--model", "resnet8", "--width", "8",
+                           "--batch-size", "8", "--epochs", "1", "--threads", "1"],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, NOSTRUM_HUGE_PAGES="yes"))
+    print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+    check(proc.returncode != 0 and "NOSTRUM_HUGE_PAGES='yes'" in proc.stderr,
+          "a bad NOSTRUM_HUGE_PAGES is refused by name")
+
     p = run_plain(["--help"])
     check(p.returncode == 0 and "Optimisation" in p.stdout and "Parallelism" in p.stdout,
           "--help is grouped by topic")
