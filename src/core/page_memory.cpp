@@ -1,7 +1,9 @@
-// Page-granular allocations advised for transparent huge pages, and the process's huge-page count.
+// Page-granular allocations advised for transparent huge pages, and the process's peak RSS and
+// huge-page count.
 #include "nostrum/core/page_memory.hpp"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -52,6 +54,12 @@ PageMapping map_pages(size_t bytes, const std::string& what) {
 
 void unmap_pages(const PageMapping& mapping) {
   if (mapping.data) munmap(mapping.data, mapping.bytes);
+}
+
+size_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) << 10;  // Linux reports KiB
 }
 
 size_t anon_huge_page_bytes() {

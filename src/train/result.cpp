@@ -1,7 +1,6 @@
 // RunResult <-> JSON with nlohmann::json (ordered keys, so the file reads in a fixed order).
 #include "result.hpp"
 
-#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -118,9 +117,7 @@ RunResult make_result(const Run& run, double time_to_solution, uint64_t weights_
   r.kernels_ran = describe_dispatches_ran();
   r.huge_pages = huge_pages_wanted() ? 1 : 0;
   r.anon_huge_pages_mb = static_cast<int64_t>(anon_huge_page_bytes() >> 20);
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  r.peak_rss_mb = static_cast<int64_t>(usage.ru_maxrss) >> 10;  // Linux: KiB
+  r.peak_rss_mb = static_cast<int64_t>(peak_rss_bytes() >> 20);
   return r;
 }
 

@@ -2,7 +2,6 @@
 // synthetic data and prints one JSON line; --layers adds a per-layer profile (forward,
 // backward-data, backward-weights: ms, GFLOP/s, share of the step) as '#' lines before it.
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -191,12 +190,6 @@ class LayerProfile final : public nostrum::model::LayerObserver {
   std::vector<Row> rows_;
 };
 
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;  // Linux reports KiB
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -312,8 +305,8 @@ int main(int argc, char** argv) try {
       "\"bf16_conv_outputs\": %d, \"huge_pages\": %s, \"anon_huge_pages_mb\": %.0f%s}\n",
       opt.model.c_str(), opt.height, opt.width, opt.channels, opt.batch, threads,
       opt.batch / median, model->training_flops_per_image() * opt.batch / median * 1e-9,
-      peak_rss_mb(), nostrum::kernels::blas_core_name().c_str(), median, opt.steps, loss,
-      nostrum::kernels::precision_name(opt.precision),
+      nostrum::peak_rss_bytes() / 1048576.0, nostrum::kernels::blas_core_name().c_str(), median,
+      opt.steps, loss, nostrum::kernels::precision_name(opt.precision),
       cpu.max_isa.empty() ? "none" : cpu.max_isa.c_str(), dnnl ? dnnl : "",
       nostrum::describe_dispatches_ran().c_str(), opt.conv_kernel.c_str(), chosen_json.c_str(),
       table.rows.size(), measured, table.measure_seconds, handover_convs, input_convs,

@@ -48,6 +48,9 @@ class PageBuffer {
   PageMapping m_;
 };
 
+// The process's peak resident memory so far (getrusage's ru_maxrss), in bytes.
+size_t peak_rss_bytes();
+
 // The process's anonymous memory backed by huge pages (AnonHugePages of /proc/self/smaps_rollup),
 // in bytes; 0 where the kernel does not say.
 size_t anon_huge_page_bytes();
