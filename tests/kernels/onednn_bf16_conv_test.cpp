@@ -298,3 +298,161 @@ TEST_CASE("oneDNN bf16 candidate: a bf16 output is the fp32 one rounded, whole a
     }
   }
 }
+
+TEST_CASE(
+    "oneDNN bf16 candidate: a chunked pass given its bf16 operands runs the whole batch on one "
+    "primitive, bit for bit the unchunked candidate's",
+    "[bf16][onednn]") {
+  // The chunks exist to bound the copies rounded from fp32; a call that gives every operand the
+  // pass reads in bf16 makes no copies, and one primitive on the whole batch is faster (oneDNN's
+  // AMX 1x1 forward of ResNet-50's layer2.0.conv1: 3.1-3.7 ms for 32 images, 4 x 1.2-1.5 in
+  // chunks of 8). One operand of the weight gradient given and the other fp32: still chunked.
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  using nostrum::kernels::ConvCall;
+  using nostrum::kernels::onednn_last_run_primitives;
+  std::mt19937 rng(43);
+  for (const ConvGeometry& g :
+       {geometry(7, 12, 11, 20, 24, 3, 3, 1, 1), geometry(5, 9, 9, 16, 8, 1, 1, 2, 0)}) {
+    for (ConvPass pass :
+         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+      const size_t in = size_t(g.H) * g.W * g.C * 2, out = size_t(g.P()) * g.Q() * g.K * 2;
+      const size_t per_image = pass == ConvPass::kForward        ? in
+                               : pass == ConvPass::kBackwardData ? out
+                                                                 : in + out;
+      int chunks = 0;
+      auto chunked =
+          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, 2 * per_image, &chunks);
+      auto whole = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX);
+      REQUIRE(chunks == (g.N + 1) / 2);
+      Workspace chunked_scratch(chunked->scratch_floats() * sizeof(float));
+      Workspace whole_scratch(whole->scratch_floats() * sizeof(float));
+      for (int N : {g.N, 3, g.N}) {
+        ConvGeometry gn = g;
+        gn.N = N;
+        const Tensors t = random_tensors(gn, rng);
+        const Reference ref(gn, t);
+        const std::vector<uint16_t> in_bf16 = bf16_words(t.in), d_out_bf16 = bf16_words(t.d_out);
+        // Which operands come in bf16: all the pass reads; for the weight gradient also the input
+        // alone (the output gradient then rounded in chunks).
+        std::vector<std::pair<bool, bool>> given = {{true, true}};
+        if (pass == ConvPass::kBackwardWeights) given.push_back({true, false});
+        for (auto [give_in, give_d_out] : given)
+          for (bool accumulate : {false, true}) {
+            if (accumulate && pass != ConvPass::kBackwardData) continue;
+            const bool all_given = give_in && give_d_out;
+            const std::string what = name(gn) + " " + nostrum::kernels::conv_pass_name(pass) +
+                                     (accumulate ? " +=" : "") +
+                                     (all_given ? "" : " output gradient in fp32");
+            const size_t size = pass == ConvPass::kForward        ? t.d_out.size()
+                                : pass == ConvPass::kBackwardData ? t.in.size()
+                                                                  : t.weight.size();
+            std::vector<float> from_chunked = nan_filled(size), from_whole = nan_filled(size);
+            for (std::vector<float>* result : {&from_chunked, &from_whole}) {
+              const bool is_chunked = result == &from_chunked;
+              Workspace& scratch = is_chunked ? chunked_scratch : whole_scratch;
+              ConvCall call;
+              call.N = N;
+              call.scratch = static_cast<float*>(scratch.data());
+              call.accumulate_d_in = accumulate;
+              if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result->begin());
+              if (pass == ConvPass::kForward)
+                call.in_bf16 = in_bf16.data(), call.weight = t.weight.data(),
+                call.out = result->data();
+              if (pass == ConvPass::kBackwardData)
+                call.d_out_bf16 = d_out_bf16.data(), call.weight = t.weight.data(),
+                call.d_in = result->data();
+              if (pass == ConvPass::kBackwardWeights) {
+                call.in_bf16 = in_bf16.data(), call.d_weight = result->data();
+                if (give_d_out)
+                  call.d_out_bf16 = d_out_bf16.data();
+                else
+                  call.d_out = t.d_out.data();
+              }
+              (is_chunked ? chunked : whole)->run(call);
+              scratch.require_guard(what);
+            }
+            INFO(what);
+            CHECK(onednn_last_run_primitives(*chunked) == (all_given ? 1 : std::min(chunks, N)));
+            CHECK(onednn_last_run_primitives(*whole) == 1);
+            if (all_given) CHECK(from_chunked == from_whole);
+            if (pass == ConvPass::kForward)
+              require_close(from_chunked, ref.out, ref.out_abs, ref.out_terms, Precision::kBf16,
+                            nullptr, what);
+            else if (pass == ConvPass::kBackwardData)
+              require_close(from_chunked, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kBf16,
+                            accumulate ? &t.d_in_base : nullptr, what);
+            else
+              require_close(from_chunked, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms,
+                            Precision::kBf16, nullptr, what);
+          }
+      }
+      // An fp32 call of the chunked kernel still runs in chunks.
+      const Tensors t = random_tensors(g, rng);
+      std::vector<float> result(pass == ConvPass::kForward        ? t.d_out.size()
+                                : pass == ConvPass::kBackwardData ? t.in.size()
+                                                                  : t.weight.size());
+      ConvCall call;
+      call.N = g.N;
+      call.scratch = static_cast<float*>(chunked_scratch.data());
+      call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
+      if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
+      if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
+      if (pass == ConvPass::kBackwardWeights) call.weight = nullptr, call.d_weight = result.data();
+      chunked->run(call);
+      CHECK(onednn_last_run_primitives(*chunked) == chunks);
+    }
+  }
+}
+
+TEST_CASE(
+    "oneDNN bf16 conv: a primitive for given bf16 operands lays out no copies and refuses fp32 "
+    "ones by name",
+    "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  using Operands = OnednnConv::Bf16Operands;
+  const ConvGeometry g = geometry(4, 12, 11, 20, 24, 3, 3, 1, 1);
+  const Tensors t = [&] {
+    std::mt19937 rng(47);
+    return random_tensors(g, rng);
+  }();
+  const std::vector<uint16_t> in_bf16 = bf16_words(t.in), d_out_bf16 = bf16_words(t.d_out);
+  for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+    OnednnConv rounded(g, pass, Precision::kBf16, SIZE_MAX, Operands::kRounded);
+    OnednnConv given(g, pass, Precision::kBf16, SIZE_MAX, Operands::kGiven);
+    INFO(nostrum::kernels::conv_pass_name(pass));
+    // The copies: the input (N*H*W*C words) or the output gradient (N*P*Q*K), or both.
+    const size_t in = size_t(g.N) * g.H * g.W * g.C * 2,
+                 out = size_t(g.N) * g.P() * g.Q() * g.K * 2;
+    const size_t copies = pass == ConvPass::kForward        ? in
+                          : pass == ConvPass::kBackwardData ? out
+                                                            : in + out;
+    CHECK(given.workspace_bytes() + copies <= rounded.workspace_bytes());
+    Workspace scratch(given.workspace_bytes());
+    std::vector<float> result(std::max({t.in.size(), t.d_out.size(), t.weight.size()}));
+    switch (pass) {
+      case ConvPass::kForward:
+        CHECK_THROWS_WITH(
+            given.forward(result.data(), t.in.data(), t.weight.data(), scratch.data()),
+            Catch::Contains("an fp32 input for a primitive built for bf16 operands") &&
+                Catch::Contains("N=4 H=12 W=11 C=20 K=24"));
+        given.forward(result.data(), nullptr, t.weight.data(), scratch.data(), in_bf16.data());
+        break;
+      case ConvPass::kBackwardData:
+        CHECK_THROWS_WITH(given.backward_data(result.data(), t.d_out.data(), t.weight.data(), false,
+                                              scratch.data()),
+                          Catch::Contains("an fp32 output gradient for a primitive built for "
+                                          "bf16 operands"));
+        given.backward_data(result.data(), nullptr, t.weight.data(), false, scratch.data(),
+                            d_out_bf16.data());
+        break;
+      case ConvPass::kBackwardWeights:
+        CHECK_THROWS_WITH(given.backward_weights(result.data(), nullptr, t.in.data(),
+                                                 scratch.data(), d_out_bf16.data()),
+                          Catch::Contains("an fp32 input for a primitive built for bf16 operands"));
+        given.backward_weights(result.data(), nullptr, nullptr, scratch.data(), d_out_bf16.data(),
+                               in_bf16.data());
+        break;
+    }
+    scratch.require_guard(nostrum::kernels::conv_pass_name(pass));
+  }
+}

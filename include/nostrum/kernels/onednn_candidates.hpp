@@ -27,5 +27,8 @@ const ConvCandidate& onednn_bf16_candidate();
 std::unique_ptr<PreparedConv> prepare_onednn(const ConvGeometry& g, ConvPass pass,
                                              Precision precision, size_t copy_budget_bytes,
                                              int* chunks = nullptr);
+// How many convolution primitives the last run() of a kernel from prepare_onednn executed: its
+// chunks, or 1 where the call gave its bf16 operands (no copies: the whole batch at once).
+int onednn_last_run_primitives(const PreparedConv& prepared);
 
 }  // namespace nostrum::kernels

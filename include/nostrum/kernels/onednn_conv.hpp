@@ -40,12 +40,18 @@ bool onednn_bf16_native();
 // concurrent calls on one object.
 class OnednnConv {
  public:
+  // bf16: where the operands the pass reads (the input, the output gradient) come from. kRounded:
+  // a call may give them in fp32, rounded into bf16 copies in the workspace (or in bf16, read as
+  // they are). kGiven: every call gives them in bf16 (in_bf16, d_out_bf16), so no copies are laid
+  // out; a call without them is an Error. The same in fp32 (nothing is rounded there).
+  enum class Bf16Operands { kRounded, kGiven };
+
   // ShapeError for an impossible geometry; OptionError for bf16 where onednn_bf16_native() is
   // false; Error naming the pass and geometry should oneDNN refuse it. workspace_limit: the most
   // the caller's workspace can hold; a primitive needing more uses memory of its own, allocated
   // here (workspace_bytes() is then 0).
   OnednnConv(const ConvGeometry& g, ConvPass pass, Precision precision,
-             size_t workspace_limit = SIZE_MAX);
+             size_t workspace_limit = SIZE_MAX, Bf16Operands operands = Bf16Operands::kRounded);
   ~OnednnConv();
   OnednnConv(OnednnConv&&) noexcept;
   OnednnConv& operator=(OnednnConv&&) noexcept;

@@ -1,13 +1,16 @@
 // The oneDNN candidates: a PreparedConv holds one OnednnConv per batch size it has been called at
 // (the prepared batch, then the last partial batch or evaluation's), each created on its first
 // call. bf16: a pass whose bf16 operand copies would exceed a budget runs chunk by chunk of whole
-// images (NHWC: a chunk is contiguous), so those copies stay small in the shared conv scratch.
+// images (NHWC: a chunk is contiguous), so those copies stay small in the shared conv scratch; a
+// call that gives every operand the pass reads in bf16 needs no copies and runs the whole batch
+// on one primitive (oneDNN's AMX convolutions lose up to a third on a batch cut in four).
 #include "nostrum/kernels/onednn_candidates.hpp"
 
 #include <algorithm>
 #include <map>
 
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/error.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
 #include "parallel_add.hpp"
 
@@ -53,9 +56,15 @@ class PreparedOnednn final : public PreparedConv {
   }
   bool writes_bf16_out() const override { return writes_bf16_out_; }
   int chunks() const { return chunks_; }
+  int last_run_primitives() const { return last_run_primitives_; }
   void run(const ConvCall& c) override {
+    if (chunks_ > 1 && bf16_operands_given(c) && run_whole(c)) {
+      last_run_primitives_ = 1;
+      return;
+    }
     // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
     const int chunks = std::min(chunks_, c.N);
+    last_run_primitives_ = chunks;
     const size_t in_image = size_t(g_.H) * g_.W * g_.C, out_image = size_t(g_.P()) * g_.Q() * g_.K;
     float* partial = c.scratch + conv_floats_;
     for (int i = 0, n0 = 0; i < chunks; ++i) {
@@ -85,6 +94,46 @@ class PreparedOnednn final : public PreparedConv {
 
  private:
   size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
+  // Whether the call gives in bf16 every operand the pass reads (no copy to make).
+  bool bf16_operands_given(const ConvCall& c) const {
+    if (precision_ != Precision::kBf16) return false;
+    switch (pass_) {
+      case ConvPass::kForward:
+        return c.in_bf16 != nullptr;
+      case ConvPass::kBackwardData:
+        return c.d_out_bf16 != nullptr;
+      case ConvPass::kBackwardWeights:
+        return c.in_bf16 != nullptr && c.d_out_bf16 != nullptr;
+    }
+    return false;
+  }
+  // The call's whole batch on one primitive reading the caller's bf16 operands; false (nothing
+  // run) where that primitive cannot write the bf16 output the call wants.
+  bool run_whole(const ConvCall& c) {
+    auto it = given_.find(c.N);
+    if (it == given_.end()) {
+      ConvGeometry g = g_;
+      g.N = c.N;
+      it = given_
+               .emplace(c.N, OnednnConv(g, pass_, precision_, conv_floats_ * sizeof(float),
+                                        OnednnConv::Bf16Operands::kGiven))
+               .first;
+    }
+    OnednnConv& conv = it->second;
+    switch (pass_) {
+      case ConvPass::kForward:
+        if (c.out_bf16 && !conv.writes_bf16_out()) return false;
+        conv.forward(c.out, c.in, c.weight, c.scratch, c.in_bf16, c.out_bf16);
+        break;
+      case ConvPass::kBackwardData:
+        conv.backward_data(c.d_in, c.d_out, c.weight, c.accumulate_d_in, c.scratch, c.d_out_bf16);
+        break;
+      case ConvPass::kBackwardWeights:
+        conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch, c.d_out_bf16, c.in_bf16);
+        break;
+    }
+    return true;
+  }
   // p + n, null staying null (an operand comes as fp32 or as bf16, not both).
   template <class T>
   static T* offset(T* p, size_t n) {
@@ -109,9 +158,12 @@ class PreparedOnednn final : public PreparedConv {
   ConvPass pass_;
   Precision precision_;
   int chunks_ = 1;
+  int last_run_primitives_ = 0;
   bool writes_bf16_out_ = false;
   size_t conv_floats_ = 0, partial_floats_ = 0, scratch_floats_ = 0;
   std::map<int, OnednnConv> convs_;
+  // By batch size: the primitives for calls giving their bf16 operands (chunked passes only).
+  std::map<int, OnednnConv> given_;
 };
 
 class OnednnCandidate final : public ConvCandidate {
@@ -154,6 +206,13 @@ std::unique_ptr<PreparedConv> prepare_onednn(const ConvGeometry& g, ConvPass pas
   auto prepared = std::make_unique<PreparedOnednn>(g, pass, precision, copy_budget_bytes);
   if (chunks) *chunks = prepared->chunks();
   return prepared;
+}
+
+int onednn_last_run_primitives(const PreparedConv& prepared) {
+  const auto* onednn = dynamic_cast<const PreparedOnednn*>(&prepared);
+  NOSTRUM_CHECK(onednn != nullptr, Error, "not a oneDNN candidate's prepared kernel",
+                "onednn_last_run_primitives");
+  return onednn->last_run_primitives();
 }
 
 const ConvCandidate& onednn_fp32_candidate() {

@@ -133,6 +133,7 @@ struct OnednnConv::Impl {
   ConvGeometry g;
   ConvPass pass;
   Precision precision;
+  OnednnConv::Bf16Operands operands = OnednnConv::Bf16Operands::kRounded;
   int threads = 0;  // the pool size the primitives were created for
 
   dnnl::primitive conv;
@@ -155,10 +156,12 @@ struct OnednnConv::Impl {
   // the weight gradient to (K,C,R,S).
   std::optional<Reorder> weight_in, activation_in, gradient_in, weight_gradient_out;
   // The primitive's operands that live in the workspace, each at its offset there (bytes, 64-byte
-  // aligned); handles set per call.
+  // aligned); handles set per call. A bf16 operand the caller gives (Bf16Operands::kGiven) is
+  // not in the workspace: its handle is the caller's tensor.
   struct Region {
     memory m;
     size_t offset = 0;
+    bool in_workspace = true;
   };
   Region weights, activation, gradient, weight_gradient, sum, scratchpad, weights_bf16_out;
   // Backward-data accumulating: oneDNN 2.x has no sum post-op there, so the gradient of a chunk of
@@ -197,7 +200,7 @@ struct OnednnConv::Impl {
                   "oneDNN conv called without its workspace", describe(g));
     for (Region* r :
          {&weights, &activation, &gradient, &weight_gradient, &sum, &scratchpad, &weights_bf16_out})
-      if (r->m) r->m.set_data_handle(base + r->offset);
+      if (r->m && r->in_workspace) r->m.set_data_handle(base + r->offset);
   }
   static void run(const std::optional<Reorder>& r, const Args& args) {
     if (r) r->primitive.execute(cpu_stream(), args);
@@ -206,17 +209,26 @@ struct OnednnConv::Impl {
   // where given (no reorder), else the caller's fp32 one rounded into the workspace (bf16) or read
   // as it is (fp32).
   void take_gradient(const uint16_t* d_out_bf16) {
-    if (!d_out_bf16) return run(gradient_in, gradient_in_args);
-    NOSTRUM_CHECK(precision == Precision::kBf16 && gradient_in, Error,
-                  "oneDNN conv: a bf16 output gradient for an fp32 primitive", describe(g));
-    gradient.m.set_data_handle(const_cast<uint16_t*>(d_out_bf16));
+    take(d_out_bf16, gradient_in, gradient_in_args, gradient, "output gradient");
   }
   // The forward and weight-gradient passes' input likewise.
   void take_input(const uint16_t* in_bf16) {
-    if (!in_bf16) return run(activation_in, activation_in_args);
-    NOSTRUM_CHECK(precision == Precision::kBf16 && activation_in, Error,
-                  "oneDNN conv: a bf16 input for an fp32 primitive", describe(g));
-    activation.m.set_data_handle(const_cast<uint16_t*>(in_bf16));
+    take(in_bf16, activation_in, activation_in_args, activation, "input");
+  }
+  void take(const uint16_t* given, const std::optional<Reorder>& rounding, const Args& args,
+            Region& operand, const char* what) {
+    const bool bf16 = precision == Precision::kBf16;
+    if (!given) {
+      NOSTRUM_CHECK(!bf16 || rounding, Error,
+                    std::string("oneDNN conv: an fp32 ") + what +
+                        " for a primitive built for bf16 operands given by the caller",
+                    describe(g));
+      return run(rounding, args);
+    }
+    NOSTRUM_CHECK(bf16, Error,
+                  std::string("oneDNN conv: a bf16 ") + what + " for an fp32 primitive",
+                  describe(g));
+    operand.m.set_data_handle(const_cast<uint16_t*>(given));
   }
 };
 
@@ -260,10 +272,15 @@ void OnednnConv::Impl::build() {
     weights = region(md);
     scratch = std::max(scratch, weight_in->scratch_bytes);
   };
-  // bf16 operands: the caller's fp32 tensor rounded into an NHWC bf16 copy.
+  // bf16 operands: the caller's fp32 tensor rounded into an NHWC bf16 copy, or the caller's bf16
+  // tensor read as it is (kGiven: no copy, no reorder).
   auto prepare_rounded = [&](const memory::desc& fp32, const memory::desc& md,
                              std::optional<Reorder>& r, Region& copy) {
     if (precision != Precision::kBf16) return;
+    if (operands == OnednnConv::Bf16Operands::kGiven) {
+      copy = Region{memory(md, cpu_engine(), DNNL_MEMORY_NONE), 0, false};
+      return;
+    }
     r = make_reorder(fp32, md);
     copy = region(md);
     scratch = std::max(scratch, r->scratch_bytes);
@@ -388,7 +405,7 @@ void OnednnConv::Impl::make_args() {
   switch (pass) {
     case ConvPass::kForward:
       if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
-      conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
+      conv_args = {{DNNL_ARG_SRC, activation.m ? activation.m : in_user},
                    {DNNL_ARG_WEIGHTS, w},
                    {DNNL_ARG_DST, out_user},
                    {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
@@ -402,7 +419,7 @@ void OnednnConv::Impl::make_args() {
       break;
     case ConvPass::kBackwardData: {
       if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
-      const memory& diff_dst = gradient_in ? gradient.m : out_user;
+      const memory& diff_dst = gradient.m ? gradient.m : out_user;
       conv_args = {{DNNL_ARG_DIFF_DST, diff_dst},
                    {DNNL_ARG_WEIGHTS, w},
                    {DNNL_ARG_DIFF_SRC, in_user},
@@ -419,8 +436,8 @@ void OnednnConv::Impl::make_args() {
     case ConvPass::kBackwardWeights:
       if (activation_in) activation_in_args = reorder_args(in_user, activation.m);
       if (gradient_in) gradient_in_args = reorder_args(out_user, gradient.m);
-      conv_args = {{DNNL_ARG_SRC, activation_in ? activation.m : in_user},
-                   {DNNL_ARG_DIFF_DST, gradient_in ? gradient.m : out_user},
+      conv_args = {{DNNL_ARG_SRC, activation.m ? activation.m : in_user},
+                   {DNNL_ARG_DIFF_DST, gradient.m ? gradient.m : out_user},
                    {DNNL_ARG_DIFF_WEIGHTS, weight_gradient_out ? weight_gradient.m : weight_user},
                    {DNNL_ARG_SCRATCHPAD, scratchpad.m}};
       if (weight_gradient_out)
@@ -430,7 +447,7 @@ void OnednnConv::Impl::make_args() {
 }
 
 OnednnConv::OnednnConv(const ConvGeometry& g, ConvPass pass, Precision precision,
-                       size_t workspace_limit)
+                       size_t workspace_limit, Bf16Operands operands)
     : impl_(std::make_unique<Impl>()) {
   NOSTRUM_CHECK(g.N > 0 && g.H > 0 && g.W > 0 && g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0 &&
                     g.stride > 0 && g.pad >= 0 && g.P() > 0 && g.Q() > 0,
@@ -443,6 +460,7 @@ OnednnConv::OnednnConv(const ConvGeometry& g, ConvPass pass, Precision precision
                   describe(g), "use fp32, or lift DNNL_MAX_CPU_ISA / NOSTRUM_MAX_ISA");
   Impl& m = *impl_;
   m.g = g, m.pass = pass, m.precision = precision, m.limit = workspace_limit;
+  m.operands = operands;
   try {
     m.build();
   } catch (const dnnl::error& e) {
@@ -510,7 +528,7 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
   const size_t out_chunk_bytes = size_t(m.chunk) * m.g.P() * m.g.Q() * m.g.K *
                                  (m.precision == Precision::kBf16 ? 2 : sizeof(float));
   char* diff_dst_base =
-      static_cast<char*>((m.gradient_in ? m.gradient.m : m.out_user).get_data_handle());
+      static_cast<char*>((m.gradient.m ? m.gradient.m : m.out_user).get_data_handle());
   const float* add = static_cast<const float*>(m.sum.m.get_data_handle());
   for (int n = 0, i = 0; n < m.g.N; n += m.chunk, ++i) {
     m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
