@@ -118,23 +118,33 @@ float* ConvMeasureBuffers::operand(int which, size_t floats) {
     }
     return b.data;
   }
-  std::vector<float>& v = operands_[which];
-  if (v.size() < floats) {
-    v.assign(floats, 0.0f);
-    if (which < 2) fill_pattern(v.data(), base, 0, floats);
+  Owned& own = operands_[which];
+  if (own.capacity < floats) {
+    own.pages = PageBuffer();  // the smaller one gone before the larger is mapped
+    own.pages = PageBuffer(floats * sizeof(float), "conv measurement operand");
+    own.capacity = floats;
+    float* v = static_cast<float*>(own.pages.data());
+    if (which < 2)
+      fill_pattern(v, base, 0, floats);
+    else
+      fill_zero(v, 0, floats);
   }
-  return v.data();
+  return static_cast<float*>(own.pages.data());
 }
 
 const uint16_t* ConvMeasureBuffers::bf16_operand(int which, size_t floats) {
   const float* values = operand(which, floats);
-  std::vector<uint16_t>& words = words_[which];
+  Owned& own = words_[which];
   if (words_of_[which] != floats) {
-    if (words.size() < floats) words.resize(floats);
-    convert_to_bf16(words.data(), values, int64_t(floats));
+    if (own.capacity < floats) {
+      own.pages = PageBuffer();
+      own.pages = PageBuffer(floats * sizeof(uint16_t), "conv measurement bf16 operand");
+      own.capacity = floats;
+    }
+    convert_to_bf16(static_cast<uint16_t*>(own.pages.data()), values, int64_t(floats));
     words_of_[which] = floats;
   }
-  return words.data();
+  return static_cast<const uint16_t*>(own.pages.data());
 }
 
 float* ConvMeasureBuffers::scratch(size_t floats) {
