@@ -171,15 +171,18 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   double fastest_first = seconds[0][0];
   for (const auto& s : seconds) fastest_first = std::min(fastest_first, s[0]);
   // In the race: not clearly slower at once. A first call over the cutoff by at most
-  // confirm_seconds is confirmed by a second before the candidate is cut: a first call can pay a
-  // one-time cost (a library's lazy set-up, fresh pages, the host's hiccup), and one such call
-  // must not decide the pass. Slower by more than that, one call is the proof (a second call of
-  // every losing candidate would double the measurement).
+  // confirm_seconds, or within confirm_ratio times the fastest first call, is confirmed by a
+  // second before the candidate is cut: a first call can pay a one-time cost (a library's lazy
+  // set-up, fresh pages, the host's stall), and one such call must not decide the pass. Slower by
+  // more than both, one call is the proof (a second call of every losing candidate would double
+  // the measurement).
   const double bar = options.cutoff * fastest_first;
+  const double confirm_below =
+      std::max(bar + options.confirm_seconds, options.confirm_ratio * fastest_first);
   std::vector<bool> racing(count);
   for (size_t i = 0; i < count; ++i) {
     racing[i] = seconds[i][0] <= bar;
-    if (racing[i] || seconds[i][0] > bar + options.confirm_seconds) continue;
+    if (racing[i] || seconds[i][0] > confirm_below) continue;
     seconds[i].push_back(call(i));
     racing[i] = seconds[i][1] <= bar;
   }

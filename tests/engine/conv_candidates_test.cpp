@@ -114,6 +114,14 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   CHECK(schedule({{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}}, &order) ==
         T{{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}});
   CHECK(order == Order{0, 1, 0, 1, 0, 1});
+  // A first call stalled to 2.75x the fastest first (55 ms against 20: over the bar by more than
+  // 25 ms, within 3x) is confirmed too, and wins on its later calls.
+  order.clear();
+  CHECK(schedule({{0.020, 0.021, 0.020}, {0.055, 0.019, 0.019}}, &order) ==
+        T{{0.020, 0.021, 0.020}, {0.055, 0.019, 0.019}});
+  CHECK(order == Order{0, 1, 1, 0, 0, 1});
+  // Over 3x and over the bar by more than 25 ms: one call is the proof.
+  CHECK(schedule({{0.020, 0.021, 0.020}, {0.061}}) == T{{0.020, 0.021, 0.020}, {0.061}});
   // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
   order.clear();
   CHECK(schedule({{1.2, 1.0, 1.05}, {1.0, 1.2, 1.1}}, &order) ==
@@ -122,8 +130,8 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   // Two of three calls slower than the best median: out after the second round.
   CHECK(schedule({{1.0, 1.0, 1.0}, {1.1, 1.2, 9.0}}) == T{{1.0, 1.0, 1.0}, {1.1, 1.2}});
   // The bar after a round is the best median so far (index 1's 1.0), not a first call.
-  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}}) ==
-        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {1.3}});
+  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {3.5}}) ==
+        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {3.5}});
   CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
   CHECK(schedule({}).empty());
   // Short passes get more rounds: 20 ms / the fastest first call, 3 at least, 21 at most. A 1 ms

@@ -76,13 +76,16 @@ struct ConvMeasureOptions {
   int max_calls = 21;
   double min_seconds = 0.02;
   // A candidate is cut short once it cannot win: its first call took more than cutoff times the
-  // fastest first call (and, when by at most confirm_seconds, its second call too: a first call
-  // can carry a one-time cost, as a oneDNN first call of 23.4 ms against its later 1.9 ms did), or
-  // more than half its calls were slower than the best median so far (its median would be too).
-  // Its time is then the median of the calls it made, above the best, so it is not chosen. The
-  // second rule is exact; the first takes one call that slow (two near the bar) as proof.
+  // fastest first call (and, when by at most confirm_seconds or within confirm_ratio times the
+  // fastest first call, its second call too: a first call can carry a one-time cost, as a oneDNN
+  // first call of 23.4 ms against its later 1.9 ms did, and the host can stall one call, as
+  // OpenBLAS's 20 ms weight gradient took 50 ms once in one process, 2026-12-03), or more than
+  // half its calls were slower than the best median so far (its median would be too). Its time is
+  // then the median of the calls it made, above the best, so it is not chosen. The second rule is
+  // exact; the first takes one call that slow (two near the bar) as proof.
   double cutoff = 1.25;
   double confirm_seconds = 0.025;
+  double confirm_ratio = 3.0;
 };
 
 // The tensors the measured calls read and write and the candidates' scratch, shared by every
