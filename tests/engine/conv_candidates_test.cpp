@@ -100,12 +100,12 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   };
   using T = std::vector<std::vector<double>>;
   using Order = std::vector<size_t>;
-  // Index 0 (40 ms, over 1.25 x 10 ms, the fastest first call, by more than 25 ms) stops after its
-  // first call; index 2 (20 ms: over by 7.5 ms) is called once more at once, and stops there (19
-  // ms: still over); index 1 gets its 3.
+  // Index 0 (60 ms: over 1.25 x 10 ms, the fastest first call, by more than 25 ms, and over 5x it)
+  // stops after its first call; index 2 (20 ms: over by 7.5 ms) is called once more at once, and
+  // stops there (19 ms: still over); index 1 gets its 3.
   Order order;
-  CHECK(schedule({{0.040}, {0.010, 0.011, 0.009}, {0.020, 0.019}}, &order) ==
-        T{{0.040}, {0.010, 0.011, 0.009}, {0.020, 0.019}});
+  CHECK(schedule({{0.060}, {0.010, 0.011, 0.009}, {0.020, 0.019}}, &order) ==
+        T{{0.060}, {0.010, 0.011, 0.009}, {0.020, 0.019}});
   CHECK(order == Order{0, 1, 2, 2, 1, 1});
   // A first call 3x the others' (a one-time cost within 25 ms of the bar) does not cut a candidate
   // whose second call is fast: it races on, its confirming call counting as its second round's,
@@ -114,14 +114,14 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   CHECK(schedule({{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}}, &order) ==
         T{{0.030, 0.009, 0.009}, {0.010, 0.011, 0.010}});
   CHECK(order == Order{0, 1, 0, 1, 0, 1});
-  // A first call stalled to 2.75x the fastest first (55 ms against 20: over the bar by more than
-  // 25 ms, within 3x) is confirmed too, and wins on its later calls.
+  // A first call stalled to 4.2x the fastest first (84 ms against 20: over the bar by more than
+  // 25 ms, within 5x) is confirmed too, and wins on its later calls.
   order.clear();
-  CHECK(schedule({{0.020, 0.021, 0.020}, {0.055, 0.019, 0.019}}, &order) ==
-        T{{0.020, 0.021, 0.020}, {0.055, 0.019, 0.019}});
+  CHECK(schedule({{0.020, 0.021, 0.020}, {0.084, 0.019, 0.019}}, &order) ==
+        T{{0.020, 0.021, 0.020}, {0.084, 0.019, 0.019}});
   CHECK(order == Order{0, 1, 1, 0, 0, 1});
-  // Over 3x and over the bar by more than 25 ms: one call is the proof.
-  CHECK(schedule({{0.020, 0.021, 0.020}, {0.061}}) == T{{0.020, 0.021, 0.020}, {0.061}});
+  // Over 5x and over the bar by more than 25 ms: one call is the proof.
+  CHECK(schedule({{0.020, 0.021, 0.020}, {0.101}}) == T{{0.020, 0.021, 0.020}, {0.101}});
   // Within 25 %: all 3 calls each, in rounds; the median decides (1.05 < 1.1: index 0).
   order.clear();
   CHECK(schedule({{1.2, 1.0, 1.05}, {1.0, 1.2, 1.1}}, &order) ==
@@ -130,8 +130,8 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
   // Two of three calls slower than the best median: out after the second round.
   CHECK(schedule({{1.0, 1.0, 1.0}, {1.1, 1.2, 9.0}}) == T{{1.0, 1.0, 1.0}, {1.1, 1.2}});
   // The bar after a round is the best median so far (index 1's 1.0), not a first call.
-  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {3.5}}) ==
-        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {3.5}});
+  CHECK(schedule({{1.2, 1.2, 1.2}, {1.0, 0.9, 1.0}, {5.5}}) ==
+        T{{1.2, 1.2}, {1.0, 0.9, 1.0}, {5.5}});
   CHECK(schedule({{7.0, 7.0, 7.0}}) == T{{7.0, 7.0, 7.0}});
   CHECK(schedule({}).empty());
   // Short passes get more rounds: 20 ms / the fastest first call, 3 at least, 21 at most. A 1 ms

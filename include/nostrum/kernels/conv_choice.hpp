@@ -77,15 +77,17 @@ struct ConvMeasureOptions {
   double min_seconds = 0.02;
   // A candidate is cut short once it cannot win: its first call took more than cutoff times the
   // fastest first call (and, when by at most confirm_seconds or within confirm_ratio times the
-  // fastest first call, its second call too: a first call can carry a one-time cost, as a oneDNN
-  // first call of 23.4 ms against its later 1.9 ms did, and the host can stall one call, as
-  // OpenBLAS's 20 ms weight gradient took 50 ms once in one process, 2026-12-03), or more than
-  // half its calls were slower than the best median so far (its median would be too). Its time is
-  // then the median of the calls it made, above the best, so it is not chosen. The second rule is
-  // exact; the first takes one call that slow (two near the bar) as proof.
+  // fastest first call, its second call too), or more than half its calls were slower than the
+  // best median so far (its median would be too). Its time is then the median of the calls it
+  // made, above the best, so it is not chosen. The second rule is exact; the first takes one call
+  // that slow (two near the bar) as proof. Why confirm: a first call can carry a one-time cost (a
+  // oneDNN first call of 23.4 ms against its later 1.9 ms), and one call can stall (on the Intel
+  // Xeon with AMX, 2026-12-03, a first call took 2.0-4.2x the same candidate's in the next
+  // process, 1-3 passes a table: OpenBLAS's 10 ms weight gradient once 43 ms); confirming within
+  // 5x cost the bf16 ResNet-50 224 measurement no time there (its losers are further behind).
   double cutoff = 1.25;
   double confirm_seconds = 0.025;
-  double confirm_ratio = 3.0;
+  double confirm_ratio = 5.0;
 };
 
 // The tensors the measured calls read and write and the candidates' scratch, shared by every
