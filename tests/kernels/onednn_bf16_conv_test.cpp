@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -42,6 +43,50 @@ std::vector<uint16_t> bf16_words(const std::vector<float>& values) {
   std::vector<uint16_t> words(values.size());
   nostrum::kernels::convert_to_bf16(words.data(), values.data(), int64_t(values.size()));
   return words;
+}
+
+// Bytes of one image's bf16 copies in a pass (what the candidate's copy budget counts): the
+// input, the output gradient or both.
+size_t copy_bytes_per_image(const ConvGeometry& g, ConvPass pass) {
+  const size_t in = size_t(g.H) * g.W * g.C * 2, out = size_t(g.P()) * g.Q() * g.K * 2;
+  return pass == ConvPass::kForward ? in : pass == ConvPass::kBackwardData ? out : in + out;
+}
+
+// Floats of a pass's result (out, d_in or d_weight) for the tensors t.
+size_t result_floats(const Tensors& t, ConvPass pass) {
+  return pass == ConvPass::kForward        ? t.d_out.size()
+         : pass == ConvPass::kBackwardData ? t.in.size()
+                                           : t.weight.size();
+}
+
+// The pass's result against the float64 reference within the bf16 bound (d_in onto d_in_base
+// where accumulating).
+void require_pass_close(const std::vector<float>& result, const Tensors& t, const Reference& ref,
+                        ConvPass pass, bool accumulate, const std::string& what) {
+  if (pass == ConvPass::kForward)
+    require_close(result, ref.out, ref.out_abs, ref.out_terms, Precision::kBf16, nullptr, what);
+  else if (pass == ConvPass::kBackwardData)
+    require_close(result, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kBf16,
+                  accumulate ? &t.d_in_base : nullptr, what);
+  else
+    require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms, Precision::kBf16,
+                  nullptr, what);
+}
+
+// Each of two shapes and three passes, prepared with a copy budget of two images (4 chunks of 7
+// images, 3 of 5): f(g, pass, the chunked kernel, its chunks).
+void for_each_chunked_pass(const std::function<void(const ConvGeometry&, ConvPass,
+                                                    nostrum::kernels::PreparedConv&, int)>& f) {
+  for (const ConvGeometry& g :
+       {geometry(7, 12, 11, 20, 24, 3, 3, 1, 1), geometry(5, 9, 9, 16, 8, 1, 1, 2, 0)})
+    for (ConvPass pass :
+         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+      int chunks = 0;
+      auto chunked = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16,
+                                                      2 * copy_bytes_per_image(g, pass), &chunks);
+      REQUIRE(chunks == (g.N + 1) / 2);
+      f(g, pass, *chunked, chunks);
+    }
 }
 
 }  // namespace
@@ -86,61 +131,40 @@ TEST_CASE(
   REQUIRE(nostrum::kernels::onednn_bf16_native());
   using nostrum::kernels::ConvCall;
   std::mt19937 rng(21);
-  for (const ConvGeometry& g :
-       {geometry(7, 12, 11, 20, 24, 3, 3, 1, 1), geometry(5, 9, 9, 16, 8, 1, 1, 2, 0)}) {
-    for (ConvPass pass :
-         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
-      // The budget of two images' copies: 4 chunks of 7 images, 3 of 5.
-      const size_t in = size_t(g.H) * g.W * g.C * 2, out = size_t(g.P()) * g.Q() * g.K * 2;
-      const size_t per_image = pass == ConvPass::kForward        ? in
-                               : pass == ConvPass::kBackwardData ? out
-                                                                 : in + out;
-      int chunks = 0, whole_chunks = 0;
-      auto chunked =
-          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, 2 * per_image, &chunks);
-      auto whole =
-          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX, &whole_chunks);
-      CHECK(chunks == (g.N + 1) / 2);
-      CHECK(whole_chunks == 1);
-      CHECK(chunked->scratch_floats() < whole->scratch_floats());
-      Workspace scratch(chunked->scratch_floats() * sizeof(float));
-      for (int N : {g.N, 3, g.N}) {
-        ConvGeometry gn = g;
-        gn.N = N;
-        const Tensors t = random_tensors(gn, rng);
-        const Reference ref(gn, t);
-        for (bool accumulate : {false, true}) {
-          if (accumulate && pass != ConvPass::kBackwardData) continue;
-          const std::string what =
-              name(gn) + " " + nostrum::kernels::conv_pass_name(pass) + (accumulate ? " +=" : "");
-          ConvCall call;
-          call.N = N;
-          call.scratch = static_cast<float*>(scratch.data());
-          call.accumulate_d_in = accumulate;
-          auto result = nan_filled(pass == ConvPass::kForward        ? t.d_out.size()
-                                   : pass == ConvPass::kBackwardData ? t.in.size()
-                                                                     : t.weight.size());
-          if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result.begin());
-          call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
-          if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
-          if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
-          if (pass == ConvPass::kBackwardWeights)
-            call.weight = nullptr, call.d_weight = result.data();
-          chunked->run(call);
-          scratch.require_guard(what);
-          if (pass == ConvPass::kForward)
-            require_close(result, ref.out, ref.out_abs, ref.out_terms, Precision::kBf16, nullptr,
-                          what);
-          else if (pass == ConvPass::kBackwardData)
-            require_close(result, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kBf16,
-                          accumulate ? &t.d_in_base : nullptr, what);
-          else
-            require_close(result, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms,
-                          Precision::kBf16, nullptr, what);
+  for_each_chunked_pass(
+      [&](const ConvGeometry& g, ConvPass pass, nostrum::kernels::PreparedConv& chunked, int) {
+        int whole_chunks = 0;
+        auto whole =
+            nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX, &whole_chunks);
+        CHECK(whole_chunks == 1);
+        CHECK(chunked.scratch_floats() < whole->scratch_floats());
+        Workspace scratch(chunked.scratch_floats() * sizeof(float));
+        for (int N : {g.N, 3, g.N}) {
+          ConvGeometry gn = g;
+          gn.N = N;
+          const Tensors t = random_tensors(gn, rng);
+          const Reference ref(gn, t);
+          for (bool accumulate : {false, true}) {
+            if (accumulate && pass != ConvPass::kBackwardData) continue;
+            const std::string what =
+                name(gn) + " " + nostrum::kernels::conv_pass_name(pass) + (accumulate ? " +=" : "");
+            ConvCall call;
+            call.N = N;
+            call.scratch = static_cast<float*>(scratch.data());
+            call.accumulate_d_in = accumulate;
+            auto result = nan_filled(result_floats(t, pass));
+            if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result.begin());
+            call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
+            if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
+            if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
+            if (pass == ConvPass::kBackwardWeights)
+              call.weight = nullptr, call.d_weight = result.data();
+            chunked.run(call);
+            scratch.require_guard(what);
+            require_pass_close(result, t, ref, pass, accumulate, what);
+          }
         }
-      }
-    }
-  }
+      });
 }
 
 TEST_CASE(
@@ -311,97 +335,74 @@ TEST_CASE(
   using nostrum::kernels::ConvCall;
   using nostrum::kernels::onednn_last_run_primitives;
   std::mt19937 rng(43);
-  for (const ConvGeometry& g :
-       {geometry(7, 12, 11, 20, 24, 3, 3, 1, 1), geometry(5, 9, 9, 16, 8, 1, 1, 2, 0)}) {
-    for (ConvPass pass :
-         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
-      const size_t in = size_t(g.H) * g.W * g.C * 2, out = size_t(g.P()) * g.Q() * g.K * 2;
-      const size_t per_image = pass == ConvPass::kForward        ? in
-                               : pass == ConvPass::kBackwardData ? out
-                                                                 : in + out;
-      int chunks = 0;
-      auto chunked =
-          nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, 2 * per_image, &chunks);
-      auto whole = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX);
-      REQUIRE(chunks == (g.N + 1) / 2);
-      Workspace chunked_scratch(chunked->scratch_floats() * sizeof(float));
-      Workspace whole_scratch(whole->scratch_floats() * sizeof(float));
-      for (int N : {g.N, 3, g.N}) {
-        ConvGeometry gn = g;
-        gn.N = N;
-        const Tensors t = random_tensors(gn, rng);
-        const Reference ref(gn, t);
-        const std::vector<uint16_t> in_bf16 = bf16_words(t.in), d_out_bf16 = bf16_words(t.d_out);
-        // Which operands come in bf16: all the pass reads; for the weight gradient also the input
-        // alone (the output gradient then rounded in chunks).
-        std::vector<std::pair<bool, bool>> given = {{true, true}};
-        if (pass == ConvPass::kBackwardWeights) given.push_back({true, false});
-        for (auto [give_in, give_d_out] : given)
-          for (bool accumulate : {false, true}) {
-            if (accumulate && pass != ConvPass::kBackwardData) continue;
-            const bool all_given = give_in && give_d_out;
-            const std::string what = name(gn) + " " + nostrum::kernels::conv_pass_name(pass) +
-                                     (accumulate ? " +=" : "") +
-                                     (all_given ? "" : " output gradient in fp32");
-            const size_t size = pass == ConvPass::kForward        ? t.d_out.size()
-                                : pass == ConvPass::kBackwardData ? t.in.size()
-                                                                  : t.weight.size();
-            std::vector<float> from_chunked = nan_filled(size), from_whole = nan_filled(size);
-            for (std::vector<float>* result : {&from_chunked, &from_whole}) {
-              const bool is_chunked = result == &from_chunked;
-              Workspace& scratch = is_chunked ? chunked_scratch : whole_scratch;
-              ConvCall call;
-              call.N = N;
-              call.scratch = static_cast<float*>(scratch.data());
-              call.accumulate_d_in = accumulate;
-              if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result->begin());
-              if (pass == ConvPass::kForward)
-                call.in_bf16 = in_bf16.data(), call.weight = t.weight.data(),
-                call.out = result->data();
-              if (pass == ConvPass::kBackwardData)
-                call.d_out_bf16 = d_out_bf16.data(), call.weight = t.weight.data(),
-                call.d_in = result->data();
-              if (pass == ConvPass::kBackwardWeights) {
-                call.in_bf16 = in_bf16.data(), call.d_weight = result->data();
-                if (give_d_out)
-                  call.d_out_bf16 = d_out_bf16.data();
-                else
-                  call.d_out = t.d_out.data();
-              }
-              (is_chunked ? chunked : whole)->run(call);
-              scratch.require_guard(what);
-            }
-            INFO(what);
-            CHECK(onednn_last_run_primitives(*chunked) == (all_given ? 1 : std::min(chunks, N)));
-            CHECK(onednn_last_run_primitives(*whole) == 1);
-            if (all_given) CHECK(from_chunked == from_whole);
+  for_each_chunked_pass([&](const ConvGeometry& g, ConvPass pass,
+                            nostrum::kernels::PreparedConv& chunked, int chunks) {
+    auto whole = nostrum::kernels::prepare_onednn(g, pass, Precision::kBf16, SIZE_MAX);
+    Workspace chunked_scratch(chunked.scratch_floats() * sizeof(float));
+    Workspace whole_scratch(whole->scratch_floats() * sizeof(float));
+    for (int N : {g.N, 3, g.N}) {
+      ConvGeometry gn = g;
+      gn.N = N;
+      const Tensors t = random_tensors(gn, rng);
+      const Reference ref(gn, t);
+      const std::vector<uint16_t> in_bf16 = bf16_words(t.in), d_out_bf16 = bf16_words(t.d_out);
+      // Which operands come in bf16: all the pass reads; for the weight gradient also the input
+      // alone (the output gradient then rounded in chunks).
+      std::vector<std::pair<bool, bool>> given = {{true, true}};
+      if (pass == ConvPass::kBackwardWeights) given.push_back({true, false});
+      for (auto [give_in, give_d_out] : given)
+        for (bool accumulate : {false, true}) {
+          if (accumulate && pass != ConvPass::kBackwardData) continue;
+          const bool all_given = give_in && give_d_out;
+          const std::string what = name(gn) + " " + nostrum::kernels::conv_pass_name(pass) +
+                                   (accumulate ? " +=" : "") +
+                                   (all_given ? "" : " output gradient in fp32");
+          std::vector<float> from_chunked = nan_filled(result_floats(t, pass)),
+                             from_whole = nan_filled(result_floats(t, pass));
+          for (std::vector<float>* result : {&from_chunked, &from_whole}) {
+            const bool is_chunked = result == &from_chunked;
+            Workspace& scratch = is_chunked ? chunked_scratch : whole_scratch;
+            ConvCall call;
+            call.N = N;
+            call.scratch = static_cast<float*>(scratch.data());
+            call.accumulate_d_in = accumulate;
+            if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), result->begin());
             if (pass == ConvPass::kForward)
-              require_close(from_chunked, ref.out, ref.out_abs, ref.out_terms, Precision::kBf16,
-                            nullptr, what);
-            else if (pass == ConvPass::kBackwardData)
-              require_close(from_chunked, ref.d_in, ref.d_in_abs, ref.d_in_terms, Precision::kBf16,
-                            accumulate ? &t.d_in_base : nullptr, what);
-            else
-              require_close(from_chunked, ref.d_weight, ref.d_weight_abs, ref.d_weight_terms,
-                            Precision::kBf16, nullptr, what);
+              call.in_bf16 = in_bf16.data(), call.weight = t.weight.data(),
+              call.out = result->data();
+            if (pass == ConvPass::kBackwardData)
+              call.d_out_bf16 = d_out_bf16.data(), call.weight = t.weight.data(),
+              call.d_in = result->data();
+            if (pass == ConvPass::kBackwardWeights) {
+              call.in_bf16 = in_bf16.data(), call.d_weight = result->data();
+              if (give_d_out)
+                call.d_out_bf16 = d_out_bf16.data();
+              else
+                call.d_out = t.d_out.data();
+            }
+            (is_chunked ? chunked : *whole).run(call);
+            scratch.require_guard(what);
           }
-      }
-      // An fp32 call of the chunked kernel still runs in chunks.
-      const Tensors t = random_tensors(g, rng);
-      std::vector<float> result(pass == ConvPass::kForward        ? t.d_out.size()
-                                : pass == ConvPass::kBackwardData ? t.in.size()
-                                                                  : t.weight.size());
-      ConvCall call;
-      call.N = g.N;
-      call.scratch = static_cast<float*>(chunked_scratch.data());
-      call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
-      if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
-      if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
-      if (pass == ConvPass::kBackwardWeights) call.weight = nullptr, call.d_weight = result.data();
-      chunked->run(call);
-      CHECK(onednn_last_run_primitives(*chunked) == chunks);
+          INFO(what);
+          CHECK(onednn_last_run_primitives(chunked) == (all_given ? 1 : std::min(chunks, N)));
+          CHECK(onednn_last_run_primitives(*whole) == 1);
+          if (all_given) CHECK(from_chunked == from_whole);
+          require_pass_close(from_chunked, t, ref, pass, accumulate, what);
+        }
     }
-  }
+    // An fp32 call of the chunked kernel still runs in chunks.
+    const Tensors t = random_tensors(g, rng);
+    std::vector<float> result(result_floats(t, pass));
+    ConvCall call;
+    call.N = g.N;
+    call.scratch = static_cast<float*>(chunked_scratch.data());
+    call.in = t.in.data(), call.weight = t.weight.data(), call.d_out = t.d_out.data();
+    if (pass == ConvPass::kForward) call.d_out = nullptr, call.out = result.data();
+    if (pass == ConvPass::kBackwardData) call.in = nullptr, call.d_in = result.data();
+    if (pass == ConvPass::kBackwardWeights) call.weight = nullptr, call.d_weight = result.data();
+    chunked.run(call);
+    CHECK(onednn_last_run_primitives(chunked) == chunks);
+  });
 }
 
 TEST_CASE(
