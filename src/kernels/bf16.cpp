@@ -35,17 +35,12 @@ int64_t round16(int64_t n) {
 class Words {
  public:
   uint32_t* at_least(size_t words) {
-    if (size_ < words) {
-      buffer_ = PageBuffer();  // the old one first: never both at once
-      buffer_ = PageBuffer(words * sizeof(uint32_t), "bf16 GEMM thread buffer");
-      size_ = words;
-    }
+    buffer_.reserve(words * sizeof(uint32_t), "bf16 GEMM thread buffer");
     return static_cast<uint32_t*>(buffer_.data());
   }
 
  private:
   PageBuffer buffer_;  // fresh pages, large ones huge (core/page_memory.hpp)
-  size_t size_ = 0;
 };
 
 Words& a_words() {

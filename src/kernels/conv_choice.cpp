@@ -118,33 +118,26 @@ float* ConvMeasureBuffers::operand(int which, size_t floats) {
     }
     return b.data;
   }
-  Owned& own = operands_[which];
-  if (own.capacity < floats) {
-    own.pages = PageBuffer();  // the smaller one gone before the larger is mapped
-    own.pages = PageBuffer(floats * sizeof(float), "conv measurement operand");
-    own.capacity = floats;
-    float* v = static_cast<float*>(own.pages.data());
-    if (which < 2)
-      fill_pattern(v, base, 0, floats);
-    else
-      fill_zero(v, 0, floats);
+  // Memory of its own, as the scratch's: an arena (huge pages where on), zeroed when made; the
+  // inputs' pattern written over all of it.
+  Arena& own = operands_[which];
+  if (own.capacity() < floats) {
+    own = Arena();  // the smaller one gone before the larger is made
+    own = Arena(floats, "conv measurement operand");
+    if (which < 2) fill_pattern(own.data(), base, 0, own.capacity());
   }
-  return static_cast<float*>(own.pages.data());
+  return own.data();
 }
 
 const uint16_t* ConvMeasureBuffers::bf16_operand(int which, size_t floats) {
   const float* values = operand(which, floats);
-  Owned& own = words_[which];
+  PageBuffer& words = words_[which];
   if (words_of_[which] != floats) {
-    if (own.capacity < floats) {
-      own.pages = PageBuffer();
-      own.pages = PageBuffer(floats * sizeof(uint16_t), "conv measurement bf16 operand");
-      own.capacity = floats;
-    }
-    convert_to_bf16(static_cast<uint16_t*>(own.pages.data()), values, int64_t(floats));
+    words.reserve(floats * sizeof(uint16_t), "conv measurement bf16 operand");
+    convert_to_bf16(static_cast<uint16_t*>(words.data()), values, int64_t(floats));
     words_of_[which] = floats;
   }
-  return static_cast<const uint16_t*>(own.pages.data());
+  return static_cast<const uint16_t*>(words.data());
 }
 
 float* ConvMeasureBuffers::scratch(size_t floats) {

@@ -1,6 +1,7 @@
 // Page mappings: large ones start on 2 MiB boundaries and carry the huge-page advice (the VMA's
 // "hg" flag in /proc/self/smaps), small ones do not; NOSTRUM_HUGE_PAGES parsed or refused by name;
 // arenas of 2 MiB or more mapped so.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -111,4 +112,22 @@ TEST_CASE("arenas of 2 MiB or more are mapped on huge pages, eager and zeroed on
 TEST_CASE("under a bad NOSTRUM_HUGE_PAGES even a small mapping is refused by name", "[.]") {
   REQUIRE(std::getenv("NOSTRUM_HUGE_PAGES") != nullptr);
   REQUIRE_THROWS_AS(nostrum::PageBuffer(4096, "small"), nostrum::OptionError);
+}
+
+TEST_CASE("a page buffer reserves: kept where it holds enough, mapped anew and zeroed where not",
+          "[page_memory]") {
+  nostrum::PageBuffer buffer;
+  CHECK(buffer.reserve(1000, "reserved"));
+  auto* first = static_cast<unsigned char*>(buffer.data());
+  REQUIRE(first != nullptr);
+  first[999] = 7;
+  CHECK_FALSE(buffer.reserve(1000, "reserved"));  // enough: the same memory, written kept
+  CHECK_FALSE(buffer.reserve(10, "reserved"));
+  CHECK(buffer.data() == first);
+  CHECK(first[999] == 7);
+  const size_t large = size_t(3) << 20;
+  CHECK(buffer.reserve(large, "reserved"));
+  const auto* grown = static_cast<const unsigned char*>(buffer.data());
+  CHECK(std::all_of(grown, grown + large, [](unsigned char b) { return b == 0; }));
+  CHECK_FALSE(buffer.reserve(large, "reserved"));
 }

@@ -43,6 +43,14 @@ class PageBuffer {
   PageBuffer(const PageBuffer&) = delete;
   PageBuffer& operator=(const PageBuffer&) = delete;
   void* data() const { return m_.data; }
+  // At least `bytes` usable: kept where the mapping already holds them, else released first
+  // (never both at once) and mapped anew, zeroed. True when mapped anew.
+  bool reserve(size_t bytes, const std::string& what) {
+    if (m_.bytes >= bytes) return false;
+    *this = PageBuffer();
+    *this = PageBuffer(bytes, what);
+    return true;
+  }
 
  private:
   PageMapping m_;

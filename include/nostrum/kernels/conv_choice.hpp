@@ -124,13 +124,8 @@ class ConvMeasureBuffers {
     size_t capacity = 0, used = 0;
   };
   Borrowed borrowed_[4];
-  // Memory of its own: the pages and how many elements they hold.
-  struct Owned {
-    PageBuffer pages;
-    size_t capacity = 0;
-  };
-  Owned operands_[3];
-  Owned words_[2];
+  Arena operands_[3];  // memory of its own where a borrowed slot is too small
+  PageBuffer words_[2];
   size_t words_of_[2] = {0, 0};  // how many of operand i's values words_[i] holds rounded
   Arena scratch_;
 };

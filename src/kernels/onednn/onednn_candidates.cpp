@@ -58,18 +58,17 @@ class PreparedOnednn final : public PreparedConv {
   int chunks() const { return chunks_; }
   int last_run_primitives() const { return last_run_primitives_; }
   void run(const ConvCall& c) override {
-    if (chunks_ > 1 && bf16_operands_given(c) && run_whole(c)) {
-      last_run_primitives_ = 1;
-      return;
-    }
-    // A call's images in the prepared batch's chunking (a partial batch: as many chunks, smaller).
-    const int chunks = std::min(chunks_, c.N);
+    // A call giving every operand its pass reads in bf16 makes no copies: its whole batch on one
+    // primitive built for that; else the prepared batch's chunking (a partial batch: as many
+    // chunks, smaller).
+    OnednnConv* whole = chunks_ > 1 ? given_operands_primitive(c) : nullptr;
+    const int chunks = whole ? 1 : std::min(chunks_, c.N);
     last_run_primitives_ = chunks;
     const size_t in_image = size_t(g_.H) * g_.W * g_.C, out_image = size_t(g_.P()) * g_.Q() * g_.K;
     float* partial = c.scratch + conv_floats_;
     for (int i = 0, n0 = 0; i < chunks; ++i) {
       const int n = split_images(c.N, chunks, i);
-      OnednnConv& conv = at(n);
+      OnednnConv& conv = whole ? *whole : at(convs_, n, OnednnConv::Bf16Operands::kRounded);
       switch (pass_) {
         case ConvPass::kForward:
           conv.forward(offset(c.out, n0 * out_image), offset(c.in, n0 * in_image), c.weight,
@@ -94,45 +93,17 @@ class PreparedOnednn final : public PreparedConv {
 
  private:
   size_t weight_floats() const { return size_t(g_.K) * g_.C * g_.R * g_.S; }
-  // Whether the call gives in bf16 every operand the pass reads (no copy to make).
-  bool bf16_operands_given(const ConvCall& c) const {
-    if (precision_ != Precision::kBf16) return false;
-    switch (pass_) {
-      case ConvPass::kForward:
-        return c.in_bf16 != nullptr;
-      case ConvPass::kBackwardData:
-        return c.d_out_bf16 != nullptr;
-      case ConvPass::kBackwardWeights:
-        return c.in_bf16 != nullptr && c.d_out_bf16 != nullptr;
-    }
-    return false;
-  }
-  // The call's whole batch on one primitive reading the caller's bf16 operands; false (nothing
-  // run) where that primitive cannot write the bf16 output the call wants.
-  bool run_whole(const ConvCall& c) {
-    auto it = given_.find(c.N);
-    if (it == given_.end()) {
-      ConvGeometry g = g_;
-      g.N = c.N;
-      it = given_
-               .emplace(c.N, OnednnConv(g, pass_, precision_, conv_floats_ * sizeof(float),
-                                        OnednnConv::Bf16Operands::kGiven))
-               .first;
-    }
-    OnednnConv& conv = it->second;
-    switch (pass_) {
-      case ConvPass::kForward:
-        if (c.out_bf16 && !conv.writes_bf16_out()) return false;
-        conv.forward(c.out, c.in, c.weight, c.scratch, c.in_bf16, c.out_bf16);
-        break;
-      case ConvPass::kBackwardData:
-        conv.backward_data(c.d_in, c.d_out, c.weight, c.accumulate_d_in, c.scratch, c.d_out_bf16);
-        break;
-      case ConvPass::kBackwardWeights:
-        conv.backward_weights(c.d_weight, c.d_out, c.in, c.scratch, c.d_out_bf16, c.in_bf16);
-        break;
-    }
-    return true;
+  // The primitive for the call's whole batch reading its bf16 operands: null unless the call
+  // gives in bf16 every operand the pass reads, or where that primitive cannot write the bf16
+  // output the call wants.
+  OnednnConv* given_operands_primitive(const ConvCall& c) {
+    if (precision_ != Precision::kBf16) return nullptr;
+    const bool given = pass_ == ConvPass::kForward        ? c.in_bf16 != nullptr
+                       : pass_ == ConvPass::kBackwardData ? c.d_out_bf16 != nullptr
+                                                          : c.in_bf16 && c.d_out_bf16;
+    if (!given) return nullptr;
+    OnednnConv& conv = at(given_, c.N, OnednnConv::Bf16Operands::kGiven);
+    return c.out_bf16 && !conv.writes_bf16_out() ? nullptr : &conv;
   }
   // p + n, null staying null (an operand comes as fp32 or as bf16, not both).
   template <class T>
@@ -143,14 +114,16 @@ class PreparedOnednn final : public PreparedConv {
   // more (so at most two primitives per batch size).
   static int split_images(int N, int chunks, int i) { return N / chunks + (i < N % chunks); }
   int chunk_images(int N, int i) const { return split_images(N, chunks_, i); }
-  // The primitive for N images; one whose workspace would not fit the scratch before the partial
-  // buffer uses its own (OnednnConv allocates it once, on creation).
-  OnednnConv& at(int N) {
-    auto it = convs_.find(N);
-    if (it != convs_.end()) return it->second;
+  // The primitive for N images in `primitives` (convs_ or given_), created on first use; one
+  // whose workspace would not fit the scratch before the partial buffer uses its own (OnednnConv
+  // allocates it once, on creation).
+  OnednnConv& at(std::map<int, OnednnConv>& primitives, int N, OnednnConv::Bf16Operands operands) {
+    auto it = primitives.find(N);
+    if (it != primitives.end()) return it->second;
     ConvGeometry g = g_;
     g.N = N;
-    return convs_.emplace(N, OnednnConv(g, pass_, precision_, conv_floats_ * sizeof(float)))
+    return primitives
+        .emplace(N, OnednnConv(g, pass_, precision_, conv_floats_ * sizeof(float), operands))
         .first->second;
   }
 
