@@ -176,16 +176,12 @@ NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA
                      (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
 // a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
-// partials of kBlockRows rows as above. kStoreMasked (y given): g is also stored over dy, and with
-// kAddend the gradient masked is dy + addend (the block input gradient's second path, added here
-// instead of by its conv: the same fp32 sum).
-template <bool kStoreMasked, bool kAddend = false, typename X, typename Y>
+// partials of kBlockRows rows as above. kStoreMasked (y given): g is also stored over dy.
+template <bool kStoreMasked, typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void gradient_sums(
     double* __restrict a, double* __restrict b,
     std::conditional_t<kStoreMasked, float, const float>* __restrict dy, const X* __restrict x,
-    const Y* __restrict y, const float* __restrict mean, int64_t rows, int C,
-    const float* __restrict addend = nullptr) {
-  static_assert(kStoreMasked || !kAddend, "an addend only where the masked gradient is stored");
+    const Y* __restrict y, const float* __restrict mean, int64_t rows, int C) {
   float pa[kSliceChannels], pb[kSliceChannels];
   for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, C - c0);
@@ -200,9 +196,7 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
         const Y* yr = y + at;
         for (int64_t r = 0; r < rn; ++r)
           for (int c = 0; c < n; ++c) {
-            float d = dyr[r * C + c];
-            if constexpr (kAddend) d += addend[at + r * C + c];
-            const float g = kernels::relu_grad(d, load_value(yr, r * C + c));
+            const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
             if constexpr (kStoreMasked) dyr[r * C + c] = g;
             pa[c] += g;
             pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
@@ -237,25 +231,22 @@ NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSit
                       int64_t rows, int C),
                      (a, b, dy, x, y, mean, rows, C))
 
-// backward_sum_rows with y, the masked gradient also stored: dy = (dy + addend, where given) masked
-// by y > 0, in place, and a, b (C) += its sums as backward_sum_rows sums them (the same operations
-// in the same order, so the same bits as adding, masking first and summing after).
+// backward_sum_rows with y, the masked gradient also stored: dy = dy masked by y > 0, in place, and
+// a, b (C) += its sums as backward_sum_rows sums them (the same operations in the same order, so
+// the same bits as masking first and summing after).
 template <typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __restrict b,
                                               float* __restrict dy, const X* __restrict x,
                                               const Y* __restrict y, const float* __restrict mean,
-                                              int64_t rows, int C, const float* __restrict addend) {
-  if (addend)
-    gradient_sums<true, true>(a, b, dy, x, y, mean, rows, C, addend);
-  else
-    gradient_sums<true>(a, b, dy, x, y, mean, rows, C);
+                                              int64_t rows, int C) {
+  gradient_sums<true>(a, b, dy, x, y, mean, rows, C);
 }
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      mask_sum_rows,
                      (double* __restrict a, double* __restrict b, float* __restrict dy,
                       const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
-                      int64_t rows, int C, const float* __restrict addend),
-                     (a, b, dy, x, y, mean, rows, C, addend))
+                      int64_t rows, int C),
+                     (a, b, dy, x, y, mean, rows, C))
 
 // dx = ca * g - ck * (x - mean) + cb (two fused multiply-adds), g = dy masked by y > 0 when y is
 // given; an fp32 dx may alias dy (so neither is restrict).
@@ -561,9 +552,7 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
 
 void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint16_t* out_bf16,
                                       int64_t rows, int C, const NormSumsRequest* norms,
-                                      int norm_count, const float* addend) {
-  NOSTRUM_CHECK(addend != d_sum, ShapeError, "the addend of the add + ReLU backward is its output",
-                "add_relu_backward_with_norm_sums");
+                                      int norm_count) {
   NOSTRUM_CHECK(norm_count >= 1 && norm_count <= 2, ShapeError,
                 "the add + ReLU backward sums for one or two batch norms",
                 std::to_string(norm_count) + " asked");
@@ -584,7 +573,7 @@ void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint
       with_operand(first.in, first.in_bf16, p * C, [&](const auto* x) {
         with_operand(out, out_bf16, p * C, [&](const auto* y) {
           mask_sum_rows(first.sums + k * C, first.sums + (kChunks + k) * C, d_sum + p * C, x, y,
-                        first.save_mean, n, C, addend ? addend + p * C : nullptr);
+                        first.save_mean, n, C);
         });
       });
       if (norm_count == 2) {

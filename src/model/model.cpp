@@ -95,10 +95,6 @@ struct Block {
   // the first block has none (the images need no gradient).
   float* d_block_output = nullptr;
   float* d_block_input = nullptr;
-  // Residual, after a residual block: the path's first conv writes its input gradient into a temp
-  // that the block before adds in its add + ReLU backward (one pass over the block input's gradient
-  // instead of the conv adding onto the shortcut's in a pass of its own).
-  bool path_input_gradient_to_previous = false;
   const float* input() const { return path.front().input; }
   float* output() const { return path.back().output; }
   ImageShape out() const { return path.back().out; }
@@ -228,8 +224,6 @@ std::vector<Block> resnet_blocks(const ResNetSpec& spec, ImageShape image) {
     }
   }
   blocks.push_back(head_block(x, spec.num_classes));
-  for (size_t i = 1; i < blocks.size(); ++i)
-    blocks[i].path_input_gradient_to_previous = blocks[i].residual && blocks[i - 1].residual;
   for (const Block& b : blocks)  // forward fuses the add + ReLU into it
     NOSTRUM_CHECK(!b.residual || b.path.back().kind == LayerKind::kBatchNorm, ShapeError,
                   "a residual path must end in a batch norm", "model " + spec.name);
@@ -549,11 +543,10 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
 
 // Backward through a chain of layers, last first: d_chain_output is the gradient of its output
 // (left unchanged unless it is one of the pass's temps); the first layer writes d_chain_input (or
-// adds onto it with accumulate; null: writes the temp its gradient is not in). Gradients in
-// between alternate between the two temps; a batch norm works in place on a temp. Returns where
-// the first layer wrote.
-float* backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_chain_input,
-                      bool accumulate, float* d_chain_output) {
+// adds onto it with accumulate). Gradients in between alternate between the two temps; a batch
+// norm works in place on a temp.
+void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_chain_input,
+                    bool accumulate, float* d_chain_output) {
   float* d_output = d_chain_output;
   for (size_t i = chain.size(); i-- > 1;) {
     const Layer& l = chain[i];
@@ -565,9 +558,7 @@ float* backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_c
     backward_layer(s, l, d_input, d_output, false);
     d_output = d_input;
   }
-  if (!d_chain_input) d_chain_input = d_output == s.temp[0] ? s.temp[1] : s.temp[0];
   backward_layer(s, chain.front(), d_chain_input, d_output, accumulate);
-  return d_chain_input;
 }
 
 void forward_block(const Pass& s, const Block& b) {
@@ -601,16 +592,8 @@ void for_each_residual_reader(B& b, Fn&& fn) {
 }
 
 // Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
-// addend: the next block's path input gradient (path_input_gradient_to_previous; else null), part
-// of b's output gradient. Returns b's own such gradient, in a temp, or null.
-const float* backward_block(const Pass& s, const Block& b, const float* addend) {
-  NOSTRUM_CHECK(!addend || b.residual, ShapeError,
-                "only a residual block's add + ReLU backward sums its output gradient's parts",
-                "block " + b.add_name);
-  if (!b.residual) {
-    backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
-    return nullptr;
-  }
+void backward_block(const Pass& s, const Block& b) {
+  if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
   // The ReLU after the add: d_residual_sum = d_block_output where the output is positive, in
   // place. It is the gradient of both addends: the shortcut's output and the path's. The same
   // pass runs the first backward pass of the batch norms that read it (the path's last, a
@@ -630,25 +613,18 @@ const float* backward_block(const Pass& s, const Block& b, const float* addend) 
     const float* out = out_bf16 ? nullptr : b.output();
     const int64_t rows = s.rows(b.out());
     const int C = b.out().C;
-    if (norm_count > 0) {
+    if (norm_count > 0)
       layers::add_relu_backward_with_norm_sums(d_residual_sum, out, out_bf16, rows, C, norms,
-                                               norm_count, addend);
-      return;
-    }
-    if (addend) layers::accumulate(d_residual_sum, addend, rows * C);
-    if (out_bf16)
+                                               norm_count);
+    else if (out_bf16)
       layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, rows * C);
     else
       layers::add_relu_backward(d_residual_sum, d_residual_sum, out, rows * C);
   });
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
-  // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds, or
-  // writes a temp that the block before adds (path_input_gradient_to_previous).
+  // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
-  if (b.path_input_gradient_to_previous)
-    return backward_chain(s, b.path, nullptr, false, d_residual_sum);
   backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
-  return nullptr;
 }
 
 // A stem that ends batch norm, max-pool (torchvision's ResNets): in a bf16 run the norm writes bf16
@@ -921,10 +897,9 @@ std::vector<kernels::ConvPassShape> Model::conv_pass_shapes() const {
             bf16 && conv && m.bf16_conv_outputs && next && next->kind == LayerKind::kBatchNorm;
         for (kernels::ConvPass pass : kernels::kConvPasses) {
           if (pass == kernels::ConvPass::kBackwardData && !l.input_gradient) continue;
-          // A residual path's first conv adds its input gradient onto the shortcut's (unless the
-          // block before adds it).
-          const bool accumulate = pass == kernels::ConvPass::kBackwardData && b.residual &&
-                                  chain == &b.path && i == 0 && !b.path_input_gradient_to_previous;
+          // A residual path's first conv adds its input gradient onto the shortcut's.
+          const bool accumulate =
+              pass == kernels::ConvPass::kBackwardData && b.residual && chain == &b.path && i == 0;
           const kernels::ConvPassShape shape{
               l.conv, pass, in, d_out, out && pass == kernels::ConvPass::kForward, accumulate};
           bool seen = false;
@@ -1173,9 +1148,7 @@ void Model::backward(const GradientReadyCallback& on_ready) {
   Impl& m = *impl_;
   Pass s = m.pass(*this, batch_, true);
   s.on_ready = &on_ready;
-  const float* addend = nullptr;
-  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it)
-    addend = backward_block(s, *it, addend);
+  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) backward_block(s, *it);
 }
 
 }  // namespace nostrum::model

@@ -86,11 +86,9 @@ struct NormSumsRequest {
 // where the block output out (fp32, or out_bf16 in its place) is > 0, in place, exactly as
 // layers::add_relu_backward, and for each of norm_count (1 or 2) norms its sums of that masked
 // gradient, in its first_pass_sums layout: batch_norm_backward with them gives the bits it gives
-// without. One pass over the gradient instead of three. With an addend (rows, C; not d_sum), the
-// gradient masked is d_sum + addend: the next block's path adds its input gradient here instead of
-// onto d_sum in a pass of its own (the same fp32 sums, so the same bits).
+// without. One pass over the gradient instead of three.
 void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint16_t* out_bf16,
                                       int64_t rows, int C, const NormSumsRequest* norms,
-                                      int norm_count, const float* addend = nullptr);
+                                      int norm_count);
 
 }  // namespace nostrum::layers
