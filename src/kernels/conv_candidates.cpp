@@ -1,6 +1,7 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
 // SGEMM in both threadings, the bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings;
-// oneDNN's fp32 and bf16 primitives from kernels/onednn) and the registry that lists them.
+// the pixel-taps GEMMs of small maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16
+// primitives from kernels/onednn) and the registry that lists them.
 #include <omp.h>
 
 #include <string>
@@ -10,6 +11,7 @@
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/kernels/onednn_candidates.hpp"
+#include "nostrum/kernels/pixel_taps_conv.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
 namespace nostrum::kernels {
@@ -210,6 +212,8 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
                                                          &kBf16PerThread,
                                                          &kBf16AmxShared,
                                                          &kBf16AmxPerThread,
+                                                         &pixel_taps_fp32_candidate(),
+                                                         &pixel_taps_bf16_candidate(),
                                                          &onednn_fp32_candidate(),
                                                          &onednn_bf16_candidate()};
   return list;

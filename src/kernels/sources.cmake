@@ -14,6 +14,7 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/im2col.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pixel_taps_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision_choice.cpp
 )
 # Targets other than x86-64 (aarch64) build without the x86 kernels below; x86_kernels_absent.cpp

@@ -1,0 +1,242 @@
+// The pixel-taps convolution candidates (kernels/pixel_taps_conv.hpp): on small output maps, each
+// output pixel's forward is a GEMM per tap that reads an input pixel inside the image (batch rows
+// x C, the weights' tap C x K), summed into the pixel's output rows; each tap's weight gradient one
+// GEMM over the batch rows of every pixel that reads an input pixel through it. No products on
+// padding, no im2col: the operands are the activations' own rows (strided by the image) and the
+// weights packed once per call, as the im2col GEMM packs them.
+#include "nostrum/kernels/pixel_taps_conv.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "nostrum/core/arena.hpp"
+#include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/gemm.hpp"
+#include "nostrum/kernels/im2col.hpp"
+
+namespace nostrum::kernels {
+
+bool pixel_taps_fit(const ConvGeometry& g, ConvPass pass) {
+  const int P = g.P(), Q = g.Q();
+  return pass != ConvPass::kBackwardData && g.R * g.S > 1 && g.pad > 0 && P >= 1 && Q >= 1 &&
+         P * Q <= kPixelTapsMaxPixels;
+}
+
+namespace {
+
+// A tap that reads inside the image: the tap (r * S + s), the output pixel (oy * Q + ox) and the
+// input pixel (iy * W + ix).
+struct Link {
+  int tap, out_pixel, in_pixel;
+};
+
+// The first index of part `part` of `parts` over items of weights w (prefix sums, even shares).
+int share_begin(const std::vector<int>& w, int part, int parts) {
+  int64_t total = 0;
+  for (int x : w) total += x;
+  const int64_t goal = total * part / parts;
+  int64_t sum = 0;
+  int i = 0;
+  while (i < int(w.size()) && sum < goal) sum += w[size_t(i++)];
+  return i;
+}
+
+class PreparedPixelTaps final : public PreparedConv {
+ public:
+  PreparedPixelTaps(const ConvGeometry& g, ConvPass pass, Precision precision)
+      : g_(g), pass_(pass), bf16_(precision == Precision::kBf16), threads_(omp_get_max_threads()) {
+    const int P = g.P(), Q = g.Q(), T = g.R * g.S;
+    by_pixel_.resize(size_t(P) * Q);
+    by_tap_.resize(size_t(T));
+    for (int oy = 0; oy < P; ++oy)
+      for (int ox = 0; ox < Q; ++ox)
+        for (int r = 0; r < g.R; ++r)
+          for (int s = 0; s < g.S; ++s) {
+            const int iy = oy * g.stride - g.pad + r, ix = ox * g.stride - g.pad + s;
+            if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+            const Link l{r * g.S + s, oy * Q + ox, iy * g.W + ix};
+            by_pixel_[size_t(l.out_pixel)].push_back(l);
+            by_tap_[size_t(l.tap)].push_back(l);
+          }
+    for (const auto& links : by_tap_) max_links_ = std::max(max_links_, int(links.size()));
+    packed_floats_ = Arena::padded(size_t(g.K) * T * g.C);
+    tap_words_ = bf16_ ? Arena::padded(bf16_packed_b_words(g.C, g.K)) : 0;
+    gather_floats_ = Arena::padded(size_t(max_links_) * g.N * (g.K + g.C));
+  }
+
+  size_t scratch_floats() const override {
+    if (pass_ == ConvPass::kForward) return packed_floats_ + tap_words_ * by_tap_.size();
+    return packed_floats_ + size_t(threads_) * gather_floats_;
+  }
+  bool takes_bf16_in() const override { return bf16_; }
+  bool takes_bf16_d_out() const override { return bf16_ && pass_ == ConvPass::kBackwardWeights; }
+
+  void run(const ConvCall& c) override {
+    if (pass_ == ConvPass::kForward)
+      forward(c);
+    else
+      backward_weights(c);
+  }
+
+ private:
+  // out (N, P, Q, K): pixel by pixel, its taps' GEMMs summed into its rows (stride P*Q*K).
+  void forward(const ConvCall& c) {
+    const ConvGeometry& g = g_;
+    const int T = g.R * g.S;
+    const int64_t row_len = int64_t(T) * g.C;
+    float* packed = c.scratch;  // (K, R*S*C): tap t's (K, C) at column t*C
+    pack_conv_weight(packed, c.weight, g.K, g.C, g.R, g.S);
+    uint32_t* words = bf16_ ? reinterpret_cast<uint32_t*>(c.scratch + packed_floats_) : nullptr;
+    if (bf16_)
+      for (int t = 0; t < T; ++t)
+        if (!by_tap_[size_t(t)].empty())
+          bf16_pack_b(words + size_t(t) * tap_words_, Trans::kYes, packed + int64_t(t) * g.C,
+                      int(row_len), g.C, g.K);
+    const int ld_in = g.H * g.W * g.C, ld_out = g.P() * g.Q() * g.K;
+    std::vector<int> work(by_pixel_.size());
+    for (size_t p = 0; p < work.size(); ++p) work[p] = std::max<int>(1, int(by_pixel_[p].size()));
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int p1 = share_begin(work, t + 1, nt);
+      for (int p = share_begin(work, t, nt); p < p1; ++p) {
+        float* out = c.out + int64_t(p) * g.K;
+        const std::vector<Link>& links = by_pixel_[size_t(p)];
+        if (links.empty())  // every tap on padding: zero
+          for (int n = 0; n < c.N; ++n)
+            std::memset(out + int64_t(n) * ld_out, 0, size_t(g.K) * sizeof(float));
+        for (size_t i = 0; i < links.size(); ++i) {
+          const Link& l = links[i];
+          const float beta = i == 0 ? 0.0f : 1.0f;
+          const int64_t at = int64_t(l.in_pixel) * g.C;
+          if (!bf16_)
+            gemm(Trans::kNo, Trans::kYes, c.N, g.K, g.C, 1.0f, c.in + at, ld_in,
+                 packed + int64_t(l.tap) * g.C, int(row_len), beta, out, ld_out);
+          else if (c.in_bf16)
+            gemm_bf16_packed(Trans::kNo, c.N, g.K, g.C, 1.0f, c.in_bf16 + at, ld_in,
+                             words + size_t(l.tap) * tap_words_, beta, out, ld_out);
+          else
+            gemm_bf16_packed(Trans::kNo, c.N, g.K, g.C, 1.0f, c.in + at, ld_in,
+                             words + size_t(l.tap) * tap_words_, beta, out, ld_out);
+        }
+      }
+    }
+  }
+
+  // d_weight (K, C, R, S): tap by tap, d_out's rows (K wide) of its pixels against the input's rows
+  // (C wide) they read, gathered into one reduction over (pixel, image), written into the tap's
+  // columns of a (K, R*S*C) matrix, which is then put into PyTorch's layout.
+  void backward_weights(const ConvCall& c) {
+    const ConvGeometry& g = g_;
+    const int T = g.R * g.S;
+    const int64_t row_len = int64_t(T) * g.C;
+    float* d_packed = c.scratch;
+    const int64_t ld_in = int64_t(g.H) * g.W * g.C, ld_out = int64_t(g.P()) * g.Q() * g.K;
+    std::vector<int> work(by_tap_.size());
+    for (size_t t = 0; t < work.size(); ++t) work[t] = std::max<int>(1, int(by_tap_[t].size()));
+#pragma omp parallel num_threads(threads_)
+    {
+      const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* gather = c.scratch + packed_floats_ + size_t(th) * gather_floats_;
+      const int t1 = share_begin(work, th + 1, nt);
+      for (int t = share_begin(work, th, nt); t < t1; ++t) {
+        const std::vector<Link>& links = by_tap_[size_t(t)];
+        float* d_tap = d_packed + int64_t(t) * g.C;
+        if (links.empty()) {  // the tap reads only padding: no gradient
+          for (int k = 0; k < g.K; ++k)
+            std::memset(d_tap + k * row_len, 0, size_t(g.C) * sizeof(float));
+          continue;
+        }
+        const int rows = int(links.size()) * c.N;
+        // Row (link, image) of the output gradient and of the input, gathered.
+        const auto gathered = [&](const auto* d_out, const auto* in) {
+          using D = std::remove_const_t<std::remove_pointer_t<decltype(d_out)>>;
+          using X = std::remove_const_t<std::remove_pointer_t<decltype(in)>>;
+          D* a = reinterpret_cast<D*>(gather);
+          X* b = reinterpret_cast<X*>(gather + size_t(rows) * g.K);
+          for (size_t i = 0; i < links.size(); ++i)
+            for (int n = 0; n < c.N; ++n) {
+              const int64_t row = int64_t(i) * c.N + n;
+              std::memcpy(a + row * g.K, d_out + n * ld_out + int64_t(links[i].out_pixel) * g.K,
+                          size_t(g.K) * sizeof(D));
+              std::memcpy(b + row * g.C, in + n * ld_in + int64_t(links[i].in_pixel) * g.C,
+                          size_t(g.C) * sizeof(X));
+            }
+          if (bf16_)
+            gemm_bf16(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f, d_tap,
+                      int(row_len));
+          else if constexpr (std::is_same_v<D, float> && std::is_same_v<X, float>)
+            gemm(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f, d_tap,
+                 int(row_len));
+        };
+        if (c.d_out_bf16 && c.in_bf16)
+          gathered(c.d_out_bf16, c.in_bf16);
+        else if (c.d_out_bf16)
+          gathered(c.d_out_bf16, c.in);
+        else if (c.in_bf16)
+          gathered(c.d_out, c.in_bf16);
+        else
+          gathered(c.d_out, c.in);
+      }
+    }
+    unpack_conv_weight(c.d_weight, d_packed, g.K, g.C, g.R, g.S);
+  }
+
+  ConvGeometry g_;
+  ConvPass pass_;
+  bool bf16_;
+  int threads_;
+  std::vector<std::vector<Link>> by_pixel_;  // output pixel -> its taps inside the image
+  std::vector<std::vector<Link>> by_tap_;    // tap -> the (output, input) pixels it links
+  int max_links_ = 0;
+  size_t packed_floats_ = 0, tap_words_ = 0, gather_floats_ = 0;
+};
+
+class PixelTapsCandidate final : public ConvCandidate {
+ public:
+  PixelTapsCandidate(const char* name, const char* description, Precision precision)
+      : name_(name), description_(description), precision_(precision) {}
+  const char* name() const override { return name_; }
+  const char* description() const override { return description_; }
+  bool available(const CpuFeatures& cpu) const override {
+    return precision_ == Precision::kFp32 || cpu.avx512_bf16;
+  }
+  bool supports(Precision p) const override { return p == precision_; }
+  bool fits(const ConvGeometry& g, ConvPass pass) const override { return pixel_taps_fit(g, pass); }
+  std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
+                                        Precision) const override {
+    return std::make_unique<PreparedPixelTaps>(g, pass, precision_);
+  }
+
+ private:
+  const char* name_;
+  const char* description_;
+  Precision precision_;
+};
+
+}  // namespace
+
+const ConvCandidate& pixel_taps_fp32_candidate() {
+  static const PixelTapsCandidate c(
+      "pixel_taps_openblas",
+      "small maps (at most 64 output pixels, a kernel wider than 1, padding): per output pixel "
+      "one OpenBLAS SGEMM per tap inside the image, no products on padding; fp32; forward and "
+      "backward-weights",
+      Precision::kFp32);
+  return c;
+}
+
+const ConvCandidate& pixel_taps_bf16_candidate() {
+  static const PixelTapsCandidate c(
+      "pixel_taps_bf16",
+      "small maps as pixel_taps_openblas, on nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; "
+      "AVX512_BF16); forward and backward-weights",
+      Precision::kBf16);
+  return c;
+}
+
+}  // namespace nostrum::kernels
