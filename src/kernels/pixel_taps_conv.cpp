@@ -1,7 +1,9 @@
 // The pixel-taps convolution candidates (kernels/pixel_taps_conv.hpp): on small output maps, each
 // output pixel's forward is a GEMM per tap that reads an input pixel inside the image (batch rows
-// x C, the weights' tap C x K), summed into the pixel's output rows; each tap's weight gradient one
-// GEMM over the batch rows of every pixel that reads an input pixel through it. No products on
+// x C, the weights' tap C x K), summed into the pixel's output rows; each input pixel's data
+// gradient the GEMMs of the output pixels that read it (batch rows x K against the tap's K x C);
+// each tap's weight gradient one GEMM over the batch rows of every pixel that reads an input pixel
+// through it. No products on
 // padding, no im2col: the operands are the activations' own rows (strided by the image) and the
 // weights packed once per call, as the im2col GEMM packs them.
 #include "nostrum/kernels/pixel_taps_conv.hpp"
@@ -20,10 +22,9 @@
 
 namespace nostrum::kernels {
 
-bool pixel_taps_fit(const ConvGeometry& g, ConvPass pass) {
+bool pixel_taps_fit(const ConvGeometry& g, ConvPass) {
   const int P = g.P(), Q = g.Q();
-  return pass != ConvPass::kBackwardData && g.R * g.S > 1 && g.pad > 0 && P >= 1 && Q >= 1 &&
-         P * Q <= kPixelTapsMaxPixels;
+  return g.R * g.S > 1 && g.pad > 0 && P >= 1 && Q >= 1 && P * Q <= kPixelTapsMaxPixels;
 }
 
 namespace {
@@ -52,6 +53,7 @@ class PreparedPixelTaps final : public PreparedConv {
     const int P = g.P(), Q = g.Q(), T = g.R * g.S;
     by_pixel_.resize(size_t(P) * Q);
     by_tap_.resize(size_t(T));
+    by_input_.resize(size_t(g.H) * g.W);
     for (int oy = 0; oy < P; ++oy)
       for (int ox = 0; ox < Q; ++ox)
         for (int r = 0; r < g.R; ++r)
@@ -61,25 +63,34 @@ class PreparedPixelTaps final : public PreparedConv {
             const Link l{r * g.S + s, oy * Q + ox, iy * g.W + ix};
             by_pixel_[size_t(l.out_pixel)].push_back(l);
             by_tap_[size_t(l.tap)].push_back(l);
+            by_input_[size_t(l.in_pixel)].push_back(l);
           }
     for (const auto& links : by_tap_) max_links_ = std::max(max_links_, int(links.size()));
     packed_floats_ = Arena::padded(size_t(g.K) * T * g.C);
-    tap_words_ = bf16_ ? Arena::padded(bf16_packed_b_words(g.C, g.K)) : 0;
+    // The forward's B per tap is (C x K), backward-data's (K x C).
+    tap_words_ = !bf16_                            ? 0
+                 : pass == ConvPass::kBackwardData ? Arena::padded(bf16_packed_b_words(g.K, g.C))
+                                                   : Arena::padded(bf16_packed_b_words(g.C, g.K));
     gather_floats_ = Arena::padded(size_t(max_links_) * g.N * (g.K + g.C));
   }
 
   size_t scratch_floats() const override {
-    if (pass_ == ConvPass::kForward) return packed_floats_ + tap_words_ * by_tap_.size();
-    return packed_floats_ + size_t(threads_) * gather_floats_;
+    if (pass_ == ConvPass::kBackwardWeights)
+      return packed_floats_ + size_t(threads_) * gather_floats_;
+    return packed_floats_ + tap_words_ * by_tap_.size();
   }
-  bool takes_bf16_in() const override { return bf16_; }
-  bool takes_bf16_d_out() const override { return bf16_ && pass_ == ConvPass::kBackwardWeights; }
+  bool takes_bf16_in() const override { return bf16_ && pass_ != ConvPass::kBackwardData; }
+  bool takes_bf16_d_out() const override { return bf16_ && pass_ != ConvPass::kForward; }
 
   void run(const ConvCall& c) override {
-    if (pass_ == ConvPass::kForward)
-      forward(c);
-    else
-      backward_weights(c);
+    switch (pass_) {
+      case ConvPass::kForward:
+        return forward(c);
+      case ConvPass::kBackwardData:
+        return backward_data(c);
+      case ConvPass::kBackwardWeights:
+        return backward_weights(c);
+    }
   }
 
  private:
@@ -122,6 +133,52 @@ class PreparedPixelTaps final : public PreparedConv {
           else
             gemm_bf16_packed(Trans::kNo, c.N, g.K, g.C, 1.0f, c.in + at, ld_in,
                              words + size_t(l.tap) * tap_words_, beta, out, ld_out);
+        }
+      }
+    }
+  }
+
+  // d_in (N, H, W, C) = (or += with accumulate_d_in): input pixel by input pixel, the GEMMs of the
+  // output pixels that read it (batch rows x K against the tap's K x C) summed into its rows; an
+  // input pixel no tap reads gets zero (or keeps its value when accumulating).
+  void backward_data(const ConvCall& c) {
+    const ConvGeometry& g = g_;
+    const int T = g.R * g.S;
+    const int64_t row_len = int64_t(T) * g.C;
+    float* packed = c.scratch;  // (K, R*S*C): tap t's (K, C) at column t*C
+    pack_conv_weight(packed, c.weight, g.K, g.C, g.R, g.S);
+    uint32_t* words = bf16_ ? reinterpret_cast<uint32_t*>(c.scratch + packed_floats_) : nullptr;
+    if (bf16_)
+      for (int t = 0; t < T; ++t)
+        if (!by_tap_[size_t(t)].empty())
+          bf16_pack_b(words + size_t(t) * tap_words_, Trans::kNo, packed + int64_t(t) * g.C,
+                      int(row_len), g.K, g.C);
+    const int ld_in = g.H * g.W * g.C, ld_out = g.P() * g.Q() * g.K;
+    std::vector<int> work(by_input_.size());
+    for (size_t q = 0; q < work.size(); ++q) work[q] = std::max<int>(1, int(by_input_[q].size()));
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int q1 = share_begin(work, t + 1, nt);
+      for (int q = share_begin(work, t, nt); q < q1; ++q) {
+        float* d_in = c.d_in + int64_t(q) * g.C;
+        const std::vector<Link>& links = by_input_[size_t(q)];
+        if (links.empty() && !c.accumulate_d_in)  // read by no tap: zero
+          for (int n = 0; n < c.N; ++n)
+            std::memset(d_in + int64_t(n) * ld_in, 0, size_t(g.C) * sizeof(float));
+        for (size_t i = 0; i < links.size(); ++i) {
+          const Link& l = links[i];
+          const float beta = i == 0 && !c.accumulate_d_in ? 0.0f : 1.0f;
+          const int64_t at = int64_t(l.out_pixel) * g.K;
+          if (!bf16_)
+            gemm(Trans::kNo, Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out + at, ld_out,
+                 packed + int64_t(l.tap) * g.C, int(row_len), beta, d_in, ld_in);
+          else if (c.d_out_bf16)
+            gemm_bf16_packed(Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out_bf16 + at, ld_out,
+                             words + size_t(l.tap) * tap_words_, beta, d_in, ld_in);
+          else
+            gemm_bf16_packed(Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out + at, ld_out,
+                             words + size_t(l.tap) * tap_words_, beta, d_in, ld_in);
         }
       }
     }
@@ -192,6 +249,7 @@ class PreparedPixelTaps final : public PreparedConv {
   int threads_;
   std::vector<std::vector<Link>> by_pixel_;  // output pixel -> its taps inside the image
   std::vector<std::vector<Link>> by_tap_;    // tap -> the (output, input) pixels it links
+  std::vector<std::vector<Link>> by_input_;  // input pixel -> the taps that read it
   int max_links_ = 0;
   size_t packed_floats_ = 0, tap_words_ = 0, gather_floats_ = 0;
 };
@@ -224,8 +282,8 @@ const ConvCandidate& pixel_taps_fp32_candidate() {
   static const PixelTapsCandidate c(
       "pixel_taps_openblas",
       "small maps (at most 64 output pixels, a kernel wider than 1, padding): per output pixel "
-      "one OpenBLAS SGEMM per tap inside the image, no products on padding; fp32; forward and "
-      "backward-weights",
+      "one OpenBLAS SGEMM per tap inside the image, no products on padding; fp32; all three "
+      "passes",
       Precision::kFp32);
   return c;
 }
@@ -234,7 +292,7 @@ const ConvCandidate& pixel_taps_bf16_candidate() {
   static const PixelTapsCandidate c(
       "pixel_taps_bf16",
       "small maps as pixel_taps_openblas, on nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; "
-      "AVX512_BF16); forward and backward-weights",
+      "AVX512_BF16); all three passes",
       Precision::kBf16);
   return c;
 }

@@ -2,8 +2,7 @@
 // lies inside the image (kernels/conv_candidate.hpp's "pixel_taps_openblas" fp32 and
 // "pixel_taps_bf16"). An im2col GEMM multiplies the padding too: a 3x3 pad-1 convolution on a 2x2
 // map has 16 taps of 36 inside the image, on 4x4 100 of 144, on 7x7 361 of 441 (ResNet-50's layer 4
-// at 64x64 and 224, layer 3 at 64x64). Forward and backward-weights; backward-data stays with the
-// other candidates.
+// at 64x64 and 224, layer 3 at 64x64). All three passes.
 #pragma once
 
 #include "nostrum/kernels/conv_candidate.hpp"
@@ -15,7 +14,7 @@ namespace nostrum::kernels {
 inline constexpr int kPixelTapsMaxPixels = 64;
 
 // Whether a convolution has products on padding at all (a kernel wider than 1 and padding) and
-// few enough output pixels for the pixel-taps candidates; backward-data is not one of their passes.
+// few enough output pixels for the pixel-taps candidates (any pass).
 bool pixel_taps_fit(const ConvGeometry& g, ConvPass pass);
 
 // fp32 through the BLAS wrapper (OpenBLAS), and bf16 through nostrum's bf16 GEMM (AVX512_BF16).
