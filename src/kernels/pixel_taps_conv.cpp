@@ -85,100 +85,68 @@ class PreparedPixelTaps final : public PreparedConv {
   void run(const ConvCall& c) override {
     switch (pass_) {
       case ConvPass::kForward:
-        return forward(c);
+        return sum_tap_products(c, false);
       case ConvPass::kBackwardData:
-        return backward_data(c);
+        return sum_tap_products(c, true);
       case ConvPass::kBackwardWeights:
         return backward_weights(c);
     }
   }
 
  private:
-  // out (N, P, Q, K): pixel by pixel, its taps' GEMMs summed into its rows (stride P*Q*K).
-  void forward(const ConvCall& c) {
+  // The forward (out (N, P, Q, K), data_gradient false) or the data gradient (d_in (N, H, W, C) =,
+  // or += with accumulate_d_in): group by group (the output pixels; the input pixels), the GEMMs
+  // of the group's links summed into its rows (batch rows, an image apart). The forward multiplies
+  // the input rows (C wide) by each tap's C x K, the data gradient the output gradient's rows (K
+  // wide) by each tap's K x C. A group without links (every tap on padding; an input pixel no tap
+  // reads) gets zero, or keeps its value when adding onto it.
+  void sum_tap_products(const ConvCall& c, bool data_gradient) {
     const ConvGeometry& g = g_;
     const int T = g.R * g.S;
-    const int64_t row_len = int64_t(T) * g.C;
+    const int row_len = T * g.C;
+    const Trans trans_b = data_gradient ? Trans::kNo : Trans::kYes;
+    const int k = data_gradient ? g.K : g.C, n = data_gradient ? g.C : g.K;
+    const int ld_in = g.H * g.W * g.C, ld_out = g.P() * g.Q() * g.K;
+    const int lda = data_gradient ? ld_out : ld_in, ldc = data_gradient ? ld_in : ld_out;
+    const float* a_fp32 = data_gradient ? c.d_out : c.in;
+    const uint16_t* a_bf16 = data_gradient ? c.d_out_bf16 : c.in_bf16;
+    float* rows = data_gradient ? c.d_in : c.out;
+    const bool accumulate = data_gradient && c.accumulate_d_in;
+    const std::vector<std::vector<Link>>& groups = data_gradient ? by_input_ : by_pixel_;
     float* packed = c.scratch;  // (K, R*S*C): tap t's (K, C) at column t*C
     pack_conv_weight(packed, c.weight, g.K, g.C, g.R, g.S);
     uint32_t* words = bf16_ ? reinterpret_cast<uint32_t*>(c.scratch + packed_floats_) : nullptr;
     if (bf16_)
       for (int t = 0; t < T; ++t)
         if (!by_tap_[size_t(t)].empty())
-          bf16_pack_b(words + size_t(t) * tap_words_, Trans::kYes, packed + int64_t(t) * g.C,
-                      int(row_len), g.C, g.K);
-    const int ld_in = g.H * g.W * g.C, ld_out = g.P() * g.Q() * g.K;
-    std::vector<int> work(by_pixel_.size());
-    for (size_t p = 0; p < work.size(); ++p) work[p] = std::max<int>(1, int(by_pixel_[p].size()));
-#pragma omp parallel num_threads(threads_)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int p1 = share_begin(work, t + 1, nt);
-      for (int p = share_begin(work, t, nt); p < p1; ++p) {
-        float* out = c.out + int64_t(p) * g.K;
-        const std::vector<Link>& links = by_pixel_[size_t(p)];
-        if (links.empty())  // every tap on padding: zero
-          for (int n = 0; n < c.N; ++n)
-            std::memset(out + int64_t(n) * ld_out, 0, size_t(g.K) * sizeof(float));
-        for (size_t i = 0; i < links.size(); ++i) {
-          const Link& l = links[i];
-          const float beta = i == 0 ? 0.0f : 1.0f;
-          const int64_t at = int64_t(l.in_pixel) * g.C;
-          if (!bf16_)
-            gemm(Trans::kNo, Trans::kYes, c.N, g.K, g.C, 1.0f, c.in + at, ld_in,
-                 packed + int64_t(l.tap) * g.C, int(row_len), beta, out, ld_out);
-          else if (c.in_bf16)
-            gemm_bf16_packed(Trans::kNo, c.N, g.K, g.C, 1.0f, c.in_bf16 + at, ld_in,
-                             words + size_t(l.tap) * tap_words_, beta, out, ld_out);
-          else
-            gemm_bf16_packed(Trans::kNo, c.N, g.K, g.C, 1.0f, c.in + at, ld_in,
-                             words + size_t(l.tap) * tap_words_, beta, out, ld_out);
-        }
-      }
-    }
-  }
-
-  // d_in (N, H, W, C) = (or += with accumulate_d_in): input pixel by input pixel, the GEMMs of the
-  // output pixels that read it (batch rows x K against the tap's K x C) summed into its rows; an
-  // input pixel no tap reads gets zero (or keeps its value when accumulating).
-  void backward_data(const ConvCall& c) {
-    const ConvGeometry& g = g_;
-    const int T = g.R * g.S;
-    const int64_t row_len = int64_t(T) * g.C;
-    float* packed = c.scratch;  // (K, R*S*C): tap t's (K, C) at column t*C
-    pack_conv_weight(packed, c.weight, g.K, g.C, g.R, g.S);
-    uint32_t* words = bf16_ ? reinterpret_cast<uint32_t*>(c.scratch + packed_floats_) : nullptr;
-    if (bf16_)
-      for (int t = 0; t < T; ++t)
-        if (!by_tap_[size_t(t)].empty())
-          bf16_pack_b(words + size_t(t) * tap_words_, Trans::kNo, packed + int64_t(t) * g.C,
-                      int(row_len), g.K, g.C);
-    const int ld_in = g.H * g.W * g.C, ld_out = g.P() * g.Q() * g.K;
-    std::vector<int> work(by_input_.size());
-    for (size_t q = 0; q < work.size(); ++q) work[q] = std::max<int>(1, int(by_input_[q].size()));
+          bf16_pack_b(words + size_t(t) * tap_words_, trans_b, packed + int64_t(t) * g.C, row_len,
+                      k, n);
+    std::vector<int> work(groups.size());
+    for (size_t q = 0; q < work.size(); ++q) work[q] = std::max<int>(1, int(groups[q].size()));
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       const int q1 = share_begin(work, t + 1, nt);
       for (int q = share_begin(work, t, nt); q < q1; ++q) {
-        float* d_in = c.d_in + int64_t(q) * g.C;
-        const std::vector<Link>& links = by_input_[size_t(q)];
-        if (links.empty() && !c.accumulate_d_in)  // read by no tap: zero
-          for (int n = 0; n < c.N; ++n)
-            std::memset(d_in + int64_t(n) * ld_in, 0, size_t(g.C) * sizeof(float));
+        float* out = rows + int64_t(q) * n;
+        const std::vector<Link>& links = groups[size_t(q)];
+        if (links.empty() && !accumulate)
+          for (int i = 0; i < c.N; ++i)
+            std::memset(out + int64_t(i) * ldc, 0, size_t(n) * sizeof(float));
         for (size_t i = 0; i < links.size(); ++i) {
           const Link& l = links[i];
-          const float beta = i == 0 && !c.accumulate_d_in ? 0.0f : 1.0f;
-          const int64_t at = int64_t(l.out_pixel) * g.K;
+          const float beta = i == 0 && !accumulate ? 0.0f : 1.0f;
+          const int64_t at = int64_t(data_gradient ? l.out_pixel : l.in_pixel) * k;
+          const uint32_t* tap_words = bf16_ ? words + size_t(l.tap) * tap_words_ : nullptr;
           if (!bf16_)
-            gemm(Trans::kNo, Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out + at, ld_out,
-                 packed + int64_t(l.tap) * g.C, int(row_len), beta, d_in, ld_in);
-          else if (c.d_out_bf16)
-            gemm_bf16_packed(Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out_bf16 + at, ld_out,
-                             words + size_t(l.tap) * tap_words_, beta, d_in, ld_in);
+            gemm(Trans::kNo, trans_b, c.N, n, k, 1.0f, a_fp32 + at, lda,
+                 packed + int64_t(l.tap) * g.C, row_len, beta, out, ldc);
+          else if (a_bf16)
+            gemm_bf16_packed(Trans::kNo, c.N, n, k, 1.0f, a_bf16 + at, lda, tap_words, beta, out,
+                             ldc);
           else
-            gemm_bf16_packed(Trans::kNo, c.N, g.C, g.K, 1.0f, c.d_out + at, ld_out,
-                             words + size_t(l.tap) * tap_words_, beta, d_in, ld_in);
+            gemm_bf16_packed(Trans::kNo, c.N, n, k, 1.0f, a_fp32 + at, lda, tap_words, beta, out,
+                             ldc);
         }
       }
     }
