@@ -3,9 +3,8 @@
 // x C, the weights' tap C x K), summed into the pixel's output rows; each input pixel's data
 // gradient the GEMMs of the output pixels that read it (batch rows x K against the tap's K x C);
 // each tap's weight gradient one GEMM over the batch rows of every pixel that reads an input pixel
-// through it. No products on
-// padding, no im2col: the operands are the activations' own rows (strided by the image) and the
-// weights packed once per call, as the im2col GEMM packs them.
+// through it. No products on padding, no im2col: the operands are the activations' own rows
+// (strided by the image) and the weights packed once per call, as the im2col GEMM packs them.
 #include "nostrum/kernels/pixel_taps_conv.hpp"
 
 #include <omp.h>
@@ -22,12 +21,14 @@
 
 namespace nostrum::kernels {
 
-bool pixel_taps_fit(const ConvGeometry& g, ConvPass) {
+namespace {
+
+// Whether a convolution has products on padding at all (a kernel wider than 1 and padding) and
+// at most kPixelTapsMaxPixels output pixels (every pass).
+bool pixel_taps_fit(const ConvGeometry& g) {
   const int P = g.P(), Q = g.Q();
   return g.R * g.S > 1 && g.pad > 0 && P >= 1 && Q >= 1 && P * Q <= kPixelTapsMaxPixels;
 }
-
-namespace {
 
 // A tap that reads inside the image: the tap (r * S + s), the output pixel (oy * Q + ox) and the
 // input pixel (iy * W + ix).
@@ -35,7 +36,7 @@ struct Link {
   int tap, out_pixel, in_pixel;
 };
 
-// The first index of part `part` of `parts` over items of weights w (prefix sums, even shares).
+// The first index of part `part` of `parts` over items of weights w (even shares of their sum).
 int share_begin(const std::vector<int>& w, int part, int parts) {
   int64_t total = 0;
   for (int x : w) total += x;
@@ -48,12 +49,16 @@ int share_begin(const std::vector<int>& w, int part, int parts) {
 
 class PreparedPixelTaps final : public PreparedConv {
  public:
+  // Every (tap, output pixel, input pixel) that reads inside the image, grouped by what the pass
+  // computes: the output pixel (forward), the input pixel (data gradient), the tap (weight
+  // gradient); each group's GEMM count is its share of the threads' work.
   PreparedPixelTaps(const ConvGeometry& g, ConvPass pass, Precision precision)
       : g_(g), pass_(pass), bf16_(precision == Precision::kBf16), threads_(omp_get_max_threads()) {
     const int P = g.P(), Q = g.Q(), T = g.R * g.S;
-    by_pixel_.resize(size_t(P) * Q);
-    by_tap_.resize(size_t(T));
-    by_input_.resize(size_t(g.H) * g.W);
+    groups_.resize(pass == ConvPass::kForward        ? size_t(P) * Q
+                   : pass == ConvPass::kBackwardData ? size_t(g.H) * g.W
+                                                     : size_t(T));
+    tap_used_.assign(size_t(T), false);
     for (int oy = 0; oy < P; ++oy)
       for (int ox = 0; ox < Q; ++ox)
         for (int r = 0; r < g.R; ++r)
@@ -61,47 +66,55 @@ class PreparedPixelTaps final : public PreparedConv {
             const int iy = oy * g.stride - g.pad + r, ix = ox * g.stride - g.pad + s;
             if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
             const Link l{r * g.S + s, oy * Q + ox, iy * g.W + ix};
-            by_pixel_[size_t(l.out_pixel)].push_back(l);
-            by_tap_[size_t(l.tap)].push_back(l);
-            by_input_[size_t(l.in_pixel)].push_back(l);
+            tap_used_[size_t(l.tap)] = true;
+            groups_[size_t(pass == ConvPass::kForward        ? l.out_pixel
+                           : pass == ConvPass::kBackwardData ? l.in_pixel
+                                                             : l.tap)]
+                .push_back(l);
           }
-    for (const auto& links : by_tap_) max_links_ = std::max(max_links_, int(links.size()));
+    size_t most_links = 0;
+    for (const auto& links : groups_) {
+      work_.push_back(std::max<int>(1, int(links.size())));
+      most_links = std::max(most_links, links.size());
+    }
     packed_floats_ = Arena::padded(size_t(g.K) * T * g.C);
-    // The forward's B per tap is (C x K), backward-data's (K x C).
-    tap_words_ = !bf16_                            ? 0
-                 : pass == ConvPass::kBackwardData ? Arena::padded(bf16_packed_b_words(g.K, g.C))
-                                                   : Arena::padded(bf16_packed_b_words(g.C, g.K));
-    gather_floats_ = Arena::padded(size_t(max_links_) * g.N * (g.K + g.C));
+    if (pass == ConvPass::kBackwardWeights)  // a thread's gathered rows of both operands
+      extra_floats_ = size_t(threads_) * Arena::padded(most_links * g.N * (g.K + g.C));
+    else if (bf16_)  // each tap's B words: the forward's (C x K), the data gradient's (K x C)
+      extra_floats_ = size_t(T) * tap_words();
   }
 
-  size_t scratch_floats() const override {
-    if (pass_ == ConvPass::kBackwardWeights)
-      return packed_floats_ + size_t(threads_) * gather_floats_;
-    return packed_floats_ + tap_words_ * by_tap_.size();
-  }
+  size_t scratch_floats() const override { return packed_floats_ + extra_floats_; }
   bool takes_bf16_in() const override { return bf16_ && pass_ != ConvPass::kBackwardData; }
   bool takes_bf16_d_out() const override { return bf16_ && pass_ != ConvPass::kForward; }
 
   void run(const ConvCall& c) override {
     switch (pass_) {
       case ConvPass::kForward:
-        return sum_tap_products(c, false);
       case ConvPass::kBackwardData:
-        return sum_tap_products(c, true);
+        return sum_tap_products(c);
       case ConvPass::kBackwardWeights:
         return backward_weights(c);
     }
   }
 
  private:
-  // The forward (out (N, P, Q, K), data_gradient false) or the data gradient (d_in (N, H, W, C) =,
-  // or += with accumulate_d_in): group by group (the output pixels; the input pixels), the GEMMs
+  // Words of one tap's packed B (bf16).
+  size_t tap_words() const {
+    const bool data_gradient = pass_ == ConvPass::kBackwardData;
+    return Arena::padded(data_gradient ? bf16_packed_b_words(g_.K, g_.C)
+                                       : bf16_packed_b_words(g_.C, g_.K));
+  }
+
+  // The forward (out (N, P, Q, K)) or the data gradient (d_in (N, H, W, C) =, or += with
+  // accumulate_d_in): group by group (the output pixels; the input pixels), the GEMMs
   // of the group's links summed into its rows (batch rows, an image apart). The forward multiplies
   // the input rows (C wide) by each tap's C x K, the data gradient the output gradient's rows (K
   // wide) by each tap's K x C. A group without links (every tap on padding; an input pixel no tap
   // reads) gets zero, or keeps its value when adding onto it.
-  void sum_tap_products(const ConvCall& c, bool data_gradient) {
+  void sum_tap_products(const ConvCall& c) {
     const ConvGeometry& g = g_;
+    const bool data_gradient = pass_ == ConvPass::kBackwardData;
     const int T = g.R * g.S;
     const int row_len = T * g.C;
     const Trans trans_b = data_gradient ? Trans::kNo : Trans::kYes;
@@ -112,24 +125,22 @@ class PreparedPixelTaps final : public PreparedConv {
     const uint16_t* a_bf16 = data_gradient ? c.d_out_bf16 : c.in_bf16;
     float* rows = data_gradient ? c.d_in : c.out;
     const bool accumulate = data_gradient && c.accumulate_d_in;
-    const std::vector<std::vector<Link>>& groups = data_gradient ? by_input_ : by_pixel_;
     float* packed = c.scratch;  // (K, R*S*C): tap t's (K, C) at column t*C
     pack_conv_weight(packed, c.weight, g.K, g.C, g.R, g.S);
     uint32_t* words = bf16_ ? reinterpret_cast<uint32_t*>(c.scratch + packed_floats_) : nullptr;
+    const size_t words_per_tap = bf16_ ? tap_words() : 0;
     if (bf16_)
       for (int t = 0; t < T; ++t)
-        if (!by_tap_[size_t(t)].empty())
-          bf16_pack_b(words + size_t(t) * tap_words_, trans_b, packed + int64_t(t) * g.C, row_len,
-                      k, n);
-    std::vector<int> work(groups.size());
-    for (size_t q = 0; q < work.size(); ++q) work[q] = std::max<int>(1, int(groups[q].size()));
+        if (tap_used_[size_t(t)])
+          bf16_pack_b(words + size_t(t) * words_per_tap, trans_b, packed + int64_t(t) * g.C,
+                      row_len, k, n);
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int q1 = share_begin(work, t + 1, nt);
-      for (int q = share_begin(work, t, nt); q < q1; ++q) {
+      const int q1 = share_begin(work_, t + 1, nt);
+      for (int q = share_begin(work_, t, nt); q < q1; ++q) {
         float* out = rows + int64_t(q) * n;
-        const std::vector<Link>& links = groups[size_t(q)];
+        const std::vector<Link>& links = groups_[size_t(q)];
         if (links.empty() && !accumulate)
           for (int i = 0; i < c.N; ++i)
             std::memset(out + int64_t(i) * ldc, 0, size_t(n) * sizeof(float));
@@ -137,7 +148,7 @@ class PreparedPixelTaps final : public PreparedConv {
           const Link& l = links[i];
           const float beta = i == 0 && !accumulate ? 0.0f : 1.0f;
           const int64_t at = int64_t(data_gradient ? l.out_pixel : l.in_pixel) * k;
-          const uint32_t* tap_words = bf16_ ? words + size_t(l.tap) * tap_words_ : nullptr;
+          const uint32_t* tap_words = bf16_ ? words + size_t(l.tap) * words_per_tap : nullptr;
           if (!bf16_)
             gemm(Trans::kNo, trans_b, c.N, n, k, 1.0f, a_fp32 + at, lda,
                  packed + int64_t(l.tap) * g.C, row_len, beta, out, ldc);
@@ -161,15 +172,13 @@ class PreparedPixelTaps final : public PreparedConv {
     const int64_t row_len = int64_t(T) * g.C;
     float* d_packed = c.scratch;
     const int64_t ld_in = int64_t(g.H) * g.W * g.C, ld_out = int64_t(g.P()) * g.Q() * g.K;
-    std::vector<int> work(by_tap_.size());
-    for (size_t t = 0; t < work.size(); ++t) work[t] = std::max<int>(1, int(by_tap_[t].size()));
 #pragma omp parallel num_threads(threads_)
     {
       const int th = omp_get_thread_num(), nt = omp_get_num_threads();
-      float* gather = c.scratch + packed_floats_ + size_t(th) * gather_floats_;
-      const int t1 = share_begin(work, th + 1, nt);
-      for (int t = share_begin(work, th, nt); t < t1; ++t) {
-        const std::vector<Link>& links = by_tap_[size_t(t)];
+      float* gather = c.scratch + packed_floats_ + size_t(th) * (extra_floats_ / size_t(threads_));
+      const int t1 = share_begin(work_, th + 1, nt);
+      for (int t = share_begin(work_, th, nt); t < t1; ++t) {
+        const std::vector<Link>& links = groups_[size_t(t)];
         float* d_tap = d_packed + int64_t(t) * g.C;
         if (links.empty()) {  // the tap reads only padding: no gradient
           for (int k = 0; k < g.K; ++k)
@@ -215,11 +224,11 @@ class PreparedPixelTaps final : public PreparedConv {
   ConvPass pass_;
   bool bf16_;
   int threads_;
-  std::vector<std::vector<Link>> by_pixel_;  // output pixel -> its taps inside the image
-  std::vector<std::vector<Link>> by_tap_;    // tap -> the (output, input) pixels it links
-  std::vector<std::vector<Link>> by_input_;  // input pixel -> the taps that read it
-  int max_links_ = 0;
-  size_t packed_floats_ = 0, tap_words_ = 0, gather_floats_ = 0;
+  std::vector<std::vector<Link>> groups_;  // the pass's groups of links (see the constructor)
+  std::vector<int> work_;                  // each group's GEMM count (at least 1)
+  std::vector<bool> tap_used_;             // taps that read inside the image somewhere
+  size_t packed_floats_ = 0;               // the (K, R*S*C) weights or weight gradient
+  size_t extra_floats_ = 0;                // the bf16 B words, or the gathers (all threads)
 };
 
 class PixelTapsCandidate final : public ConvCandidate {
@@ -232,7 +241,7 @@ class PixelTapsCandidate final : public ConvCandidate {
     return precision_ == Precision::kFp32 || cpu.avx512_bf16;
   }
   bool supports(Precision p) const override { return p == precision_; }
-  bool fits(const ConvGeometry& g, ConvPass pass) const override { return pixel_taps_fit(g, pass); }
+  bool fits(const ConvGeometry& g, ConvPass) const override { return pixel_taps_fit(g); }
   std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
                                         Precision) const override {
     return std::make_unique<PreparedPixelTaps>(g, pass, precision_);

@@ -13,10 +13,6 @@ namespace nostrum::kernels {
 // per cent of the products and the per-pixel GEMMs (N rows each) too short.
 inline constexpr int kPixelTapsMaxPixels = 64;
 
-// Whether a convolution has products on padding at all (a kernel wider than 1 and padding) and
-// few enough output pixels for the pixel-taps candidates (any pass).
-bool pixel_taps_fit(const ConvGeometry& g, ConvPass pass);
-
 // fp32 through the BLAS wrapper (OpenBLAS), and bf16 through nostrum's bf16 GEMM (AVX512_BF16).
 const ConvCandidate& pixel_taps_fp32_candidate();
 const ConvCandidate& pixel_taps_bf16_candidate();
