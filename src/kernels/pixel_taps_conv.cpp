@@ -18,6 +18,7 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
+#include "nostrum/kernels/thread_owners.hpp"
 
 namespace nostrum::kernels {
 
@@ -36,22 +37,11 @@ struct Link {
   int tap, out_pixel, in_pixel;
 };
 
-// The first index of part `part` of `parts` over items of weights w (even shares of their sum).
-int share_begin(const std::vector<int>& w, int part, int parts) {
-  int64_t total = 0;
-  for (int x : w) total += x;
-  const int64_t goal = total * part / parts;
-  int64_t sum = 0;
-  int i = 0;
-  while (i < int(w.size()) && sum < goal) sum += w[size_t(i++)];
-  return i;
-}
-
 class PreparedPixelTaps final : public PreparedConv {
  public:
   // Every (tap, output pixel, input pixel) that reads inside the image, grouped by what the pass
   // computes: the output pixel (forward), the input pixel (data gradient), the tap (weight
-  // gradient); each group's GEMM count is its share of the threads' work.
+  // gradient); each group's GEMM count is its weight in the threads' shares.
   PreparedPixelTaps(const ConvGeometry& g, ConvPass pass, Precision precision)
       : g_(g), pass_(pass), bf16_(precision == Precision::kBf16), threads_(omp_get_max_threads()) {
     const int P = g.P(), Q = g.Q(), T = g.R * g.S;
@@ -73,10 +63,12 @@ class PreparedPixelTaps final : public PreparedConv {
                 .push_back(l);
           }
     size_t most_links = 0;
+    std::vector<int> work;  // each group's GEMM count (at least 1)
     for (const auto& links : groups_) {
-      work_.push_back(std::max<int>(1, int(links.size())));
+      work.push_back(std::max<int>(1, int(links.size())));
       most_links = std::max(most_links, links.size());
     }
+    owner_ = thread_owners(work, threads_);
     packed_floats_ = Arena::padded(size_t(g.K) * T * g.C);
     if (pass == ConvPass::kBackwardWeights)  // a thread's gathered rows of both operands
       extra_floats_ = size_t(threads_) * Arena::padded(most_links * g.N * (g.K + g.C));
@@ -99,6 +91,10 @@ class PreparedPixelTaps final : public PreparedConv {
   }
 
  private:
+  // The thread that computes group q in a region of nt threads: the balanced assignment, or where
+  // the region got another count than prepared for, the groups dealt round.
+  int owner(int q, int nt) const { return nt == threads_ ? owner_[size_t(q)] : q % nt; }
+
   // Words of one tap's packed B (bf16).
   size_t tap_words() const {
     const bool data_gradient = pass_ == ConvPass::kBackwardData;
@@ -137,8 +133,8 @@ class PreparedPixelTaps final : public PreparedConv {
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int q1 = share_begin(work_, t + 1, nt);
-      for (int q = share_begin(work_, t, nt); q < q1; ++q) {
+      for (int q = 0; q < int(groups_.size()); ++q) {
+        if (owner(q, nt) != t) continue;
         float* out = rows + int64_t(q) * n;
         const std::vector<Link>& links = groups_[size_t(q)];
         if (links.empty() && !accumulate)
@@ -176,8 +172,8 @@ class PreparedPixelTaps final : public PreparedConv {
     {
       const int th = omp_get_thread_num(), nt = omp_get_num_threads();
       float* gather = c.scratch + packed_floats_ + size_t(th) * (extra_floats_ / size_t(threads_));
-      const int t1 = share_begin(work_, th + 1, nt);
-      for (int t = share_begin(work_, th, nt); t < t1; ++t) {
+      for (int t = 0; t < T; ++t) {
+        if (owner(t, nt) != th) continue;
         const std::vector<Link>& links = groups_[size_t(t)];
         float* d_tap = d_packed + int64_t(t) * g.C;
         if (links.empty()) {  // the tap reads only padding: no gradient
@@ -225,7 +221,7 @@ class PreparedPixelTaps final : public PreparedConv {
   bool bf16_;
   int threads_;
   std::vector<std::vector<Link>> groups_;  // the pass's groups of links (see the constructor)
-  std::vector<int> work_;                  // each group's GEMM count (at least 1)
+  std::vector<int> owner_;                 // the thread of threads_ that computes each group
   std::vector<bool> tap_used_;             // taps that read inside the image somewhere
   size_t packed_floats_ = 0;               // the (K, R*S*C) weights or weight gradient
   size_t extra_floats_ = 0;                // the bf16 B words, or the gathers (all threads)

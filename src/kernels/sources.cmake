@@ -16,6 +16,7 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/im2col.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pixel_taps_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision_choice.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/thread_owners.cpp
 )
 # Targets other than x86-64 (aarch64) build without the x86 kernels below; x86_kernels_absent.cpp
 # holds their entry points, never reached (their CPU checks are false there) and aborting if they are.
