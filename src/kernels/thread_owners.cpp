@@ -49,7 +49,8 @@ std::vector<int> thread_owners(const std::vector<int>& w, int threads) {
   const auto most = [](const std::vector<int64_t>& l) {
     return *std::max_element(l.begin(), l.end());
   };
-  return most(load) < most(cut_load) ? owner : cut;
+  // The balanced one only where it takes a twentieth or more off the most loaded thread.
+  return most(load) * 20 <= most(cut_load) * 19 ? owner : cut;
 }
 
 }  // namespace nostrum::kernels

@@ -8,13 +8,15 @@
 namespace nostrum::kernels {
 
 // Which of `threads` threads (at least 1) computes each item of work w (w[i] > 0, e.g. item i's
-// GEMM count): the contiguous cut (even shares of the sum, in order) unless a balanced assignment
-// leaves the most loaded thread less work. The balanced one takes the largest item first, each to
-// the thread with the least work so far (the lowest on a tie); then, while swapping an item of the
-// most loaded thread with one of the least loaded lowers the larger of the two, the swap that
-// lowers it most. The cut can leave a thread a sixth more than its share (a 3x3 weight gradient on
-// 4x4: taps of 9, 12, 9, 12, 16, 12, 9, 12, 9 GEMM rows cut 58 : 42); the balanced one leaves
-// 51 : 49. Where each item's sums are one thread's, whichever thread, no bits depend on it.
+// GEMM count): the contiguous cut (even shares of the sum, in order), unless a balanced assignment
+// leaves the most loaded thread a twentieth less work or more. The cut keeps neighbours together
+// (a pixel-taps thread's output pixels read overlapping input rows, which stay in its cache); the
+// balanced one takes the largest item first, each to the thread with the least work so far (the
+// lowest on a tie), then, while swapping an item of the most loaded thread with one of the least
+// loaded lowers the larger of the two, makes the swap that lowers it most. The cut can leave a
+// thread a sixth more than its share (a 3x3 weight gradient on 4x4: taps of 9, 12, 9, 12, 16, 12,
+// 9, 12, 9 GEMM rows cut 58 : 42); the balanced one leaves 51 : 49. Where each item's sums are
+// one thread's, whichever thread, no bits depend on the assignment.
 std::vector<int> thread_owners(const std::vector<int>& w, int threads);
 
 }  // namespace nostrum::kernels
