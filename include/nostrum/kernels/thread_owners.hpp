@@ -16,7 +16,8 @@ namespace nostrum::kernels {
 // loaded lowers the larger of the two, makes the swap that lowers it most. The cut can leave a
 // thread a sixth more than its share (a 3x3 weight gradient on 4x4: taps of 9, 12, 9, 12, 16, 12,
 // 9, 12, 9 GEMM rows cut 58 : 42); the balanced one leaves 51 : 49. Where each item's sums are
-// one thread's, whichever thread, no bits depend on the assignment.
+// one thread's, whichever thread, no bits depend on the assignment. Each swap round looks at every
+// pair of items: meant for the tens of groups a small-map kernel splits, once at prepare.
 std::vector<int> thread_owners(const std::vector<int>& w, int threads);
 
 }  // namespace nostrum::kernels
