@@ -196,12 +196,13 @@ class PreparedPixelTaps final : public PreparedConv {
               std::memcpy(b + row * g.C, in + n * ld_in + int64_t(links[i].in_pixel) * g.C,
                           size_t(g.C) * sizeof(X));
             }
-          if (bf16_)
-            gemm_bf16(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f, d_tap,
-                      int(row_len));
-          else if constexpr (std::is_same_v<D, float> && std::is_same_v<X, float>)
-            gemm(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f, d_tap,
-                 int(row_len));
+          // fp32 operands on the fp32 candidate only: a bf16 operand is handed to a bf16 one.
+          if constexpr (std::is_same_v<D, float> && std::is_same_v<X, float>)
+            if (!bf16_)
+              return gemm(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f,
+                          d_tap, int(row_len));
+          gemm_bf16(Trans::kYes, Trans::kNo, g.K, g.C, rows, 1.0f, a, g.K, b, g.C, 0.0f, d_tap,
+                    int(row_len));
         };
         if (c.d_out_bf16 && c.in_bf16)
           gathered(c.d_out_bf16, c.in_bf16);
