@@ -54,19 +54,31 @@ def measured_choice(args, env):
     return table
 
 
-def main():
+def model_parser(description):
+    """The options of a per-pass conv benchmark: build, model, image, batch, threads, precision."""
     here = os.path.dirname(os.path.abspath(__file__))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
     parser.add_argument("--model", default="resnet50", choices=["resnet50", "resnet8"])
     parser.add_argument("--image", type=int, default=0, help="224 (resnet50) or 28 (resnet8)")
     parser.add_argument("--batch", type=int, default=0, help="32 (resnet50) or 128 (resnet8)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
-    parser.add_argument("--repeats", type=int, default=3)
+    return parser
+
+
+def parse_model_args(parser):
+    """parser's arguments, the image and batch defaulted by the model."""
     args = parser.parse_args()
     args.image = args.image or (224 if args.model == "resnet50" else 28)
     args.batch = args.batch or (32 if args.model == "resnet50" else 128)
+    return args
+
+
+def main():
+    parser = model_parser(__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parse_model_args(parser)
 
     import torch
     torch.set_num_threads(args.threads)

@@ -10,7 +10,6 @@ operands) and the same pass's time in the step's per-layer profile (each layer's
 timed steps, operands as the step leaves them in memory). Each shape counts as many times as the
 model has layers of it. Prints the totals by pass, then the passes that lose most in the step.
 """
-import argparse
 import json
 import os
 import re
@@ -19,7 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blas_env import blas_env  # noqa: E402
-from compare_conv_passes import PASSES, ROW, TIMING, shape_name  # noqa: E402
+from compare_conv_passes import (PASSES, ROW, TIMING, model_parser,  # noqa: E402
+                                 parse_model_args, shape_name)
 
 # A --layers row: name, then ms and GFLOP/s of forward, backward-data, backward-weights, step %.
 LAYER = re.compile(r"^# (\S+)" + r"\s+([0-9.]+)" * 7 + r"$")
@@ -36,19 +36,10 @@ def geometry_of_layer(name, shapes):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
-    parser.add_argument("--model", default="resnet50", choices=["resnet50", "resnet8"])
-    parser.add_argument("--image", type=int, default=0, help="224 (resnet50) or 28 (resnet8)")
-    parser.add_argument("--batch", type=int, default=0, help="32 (resnet50) or 128 (resnet8)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
+    parser = model_parser(__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
-    args = parser.parse_args()
-    args.image = args.image or (224 if args.model == "resnet50" else 28)
-    args.batch = args.batch or (32 if args.model == "resnet50" else 128)
+    args = parse_model_args(parser)
     bench = os.path.join(args.build, "tools", "bench")
     env = blas_env("avx512")
     env["OMP_NUM_THREADS"] = str(args.threads)
