@@ -26,6 +26,8 @@ const char* dispatch_site_name(DispatchSite site) {
       return "bf16_gemm";
     case DispatchSite::kFmaProbe:
       return "fma_probe";
+    case DispatchSite::kFp32Gemm:
+      return "fp32_gemm";
   }
   return "?";
 }

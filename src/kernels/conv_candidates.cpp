@@ -1,7 +1,8 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
-// SGEMM in both threadings, the bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings;
-// the pixel-taps GEMMs of small maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16
-// primitives from kernels/onednn) and the registry that lists them.
+// SGEMM in both threadings, the weight gradients on nostrum's fp32 GEMM in both threadings, the
+// bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings; the pixel-taps GEMMs of small
+// maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16 primitives from kernels/onednn) and the
+// registry that lists them.
 #include <omp.h>
 
 #include <string>
@@ -126,25 +127,33 @@ class PreparedGemm final : public PreparedConv {
 class GemmCandidate final : public ConvCandidate {
  public:
   GemmCandidate(const char* name, const char* description, Precision precision,
-                layers::ConvThreading threading, Bf16Engine engine = Bf16Engine::kVdpbf16ps)
+                layers::ConvThreading threading, Bf16Engine engine = Bf16Engine::kVdpbf16ps,
+                bool nostrum_fp32 = false)
       : name_(name),
         description_(description),
         precision_(precision),
         threading_(threading),
-        engine_(engine) {}
+        engine_(engine),
+        nostrum_fp32_(nostrum_fp32) {}
   const char* name() const override { return name_; }
   const char* description() const override { return description_; }
-  // bf16: AVX512_BF16 (the packing, and the vdpbf16ps engine), and for the AMX engine AMX_TILE,
-  // AMX_BF16 and Linux's tile-data permission (bf16_amx_available(), read from `cpu`).
+  // fp32: OpenBLAS everywhere, nostrum's fp32 GEMM with AVX512F. bf16: AVX512_BF16 (the packing,
+  // and the vdpbf16ps engine), and for the AMX engine AMX_TILE, AMX_BF16 and Linux's tile-data
+  // permission (bf16_amx_available(), read from `cpu`).
   bool available(const CpuFeatures& cpu) const override {
-    if (precision_ == Precision::kFp32) return true;
+    if (precision_ == Precision::kFp32) return !nostrum_fp32_ || cpu.avx512f;
     return cpu.avx512_bf16 && (engine_ != Bf16Engine::kAmx || cpu.amx_tiles());
   }
   bool reaches_amx(const CpuFeatures&) const override { return engine_ == Bf16Engine::kAmx; }
   bool supports(Precision p) const override { return p == precision_; }
   // Every shape; the per-thread variant only where it really runs per-thread tiles at the pool's
-  // thread count (elsewhere it would run exactly as the shared one: not worth measuring twice).
+  // thread count (elsewhere it would run exactly as the shared one: not worth measuring twice);
+  // nostrum's fp32 GEMM only for a 1x1 conv's weight gradient (and the classifier's): the other
+  // passes would run OpenBLAS's, and on im2col columns (3x3, 7x7) it measured 0.4-0.9x the best
+  // candidate on every ResNet-50 shape (AMD Zen 4, tools/bench/README.md): not worth the time
+  // its measurement would take there.
   bool fits(const ConvGeometry& g, ConvPass pass) const override {
+    if (nostrum_fp32_ && (pass != ConvPass::kBackwardWeights || g.R * g.S != 1)) return false;
     return threading_ != layers::ConvThreading::kPerThread ||
            layers::conv2d_runs_per_thread(g, pass, omp_get_max_threads(), options());
   }
@@ -159,6 +168,7 @@ class GemmCandidate final : public ConvCandidate {
     o.threading = threading_;
     o.precision = precision_;
     o.bf16_engine = engine_;
+    o.nostrum_fp32_gemm = nostrum_fp32_;
     return o;
   }
 
@@ -168,6 +178,7 @@ class GemmCandidate final : public ConvCandidate {
   Precision precision_;
   layers::ConvThreading threading_;
   Bf16Engine engine_;
+  bool nostrum_fp32_;
 };
 
 const DirectCandidate kDirect;
@@ -181,6 +192,16 @@ const GemmCandidate kBlasPerThread(
     "where that differs from gemm_openblas: more than 1 thread, per-thread tiles within the "
     "column budget)",
     Precision::kFp32, layers::ConvThreading::kPerThread);
+const GemmCandidate kFp32Shared(
+    "gemm_fp32_avx512",
+    "the 1x1 activations (or their stride-2 rows) + nostrum's fp32 GEMM on AVX-512F tiles "
+    "(AVX512F), 1x1 backward-weights only, one threaded GEMM per tile of rows",
+    Precision::kFp32, layers::ConvThreading::kSharedGemm, Bf16Engine::kVdpbf16ps, true);
+const GemmCandidate kFp32PerThread(
+    "gemm_fp32_avx512_per_thread",
+    "the 1x1 activations + nostrum's fp32 GEMM (AVX512F), 1x1 backward-weights only, each "
+    "thread its own tiles (fits where that differs from gemm_fp32_avx512)",
+    Precision::kFp32, layers::ConvThreading::kPerThread, Bf16Engine::kVdpbf16ps, true);
 const GemmCandidate kBf16Shared(
     "gemm_bf16",
     "im2col + nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16), one GEMM per tile of rows",
@@ -208,6 +229,8 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
   static const std::vector<const ConvCandidate*> list = {&kDirect,
                                                          &kBlasShared,
                                                          &kBlasPerThread,
+                                                         &kFp32Shared,
+                                                         &kFp32PerThread,
                                                          &kBf16Shared,
                                                          &kBf16PerThread,
                                                          &kBf16AmxShared,

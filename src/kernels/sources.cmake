@@ -12,6 +12,8 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fp32_gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/im2col.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pixel_taps_conv.cpp
@@ -24,11 +26,15 @@ if(NOT NOSTRUM_ARCH STREQUAL "x86_64")
   list(REMOVE_ITEM NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp
        ${CMAKE_CURRENT_LIST_DIR}/bf16_amx.cpp
        ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
-       ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp)
+       ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp)
   list(APPEND NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86_kernels_absent.cpp)
 endif()
 # The AVX-512 kernels only: called after a run-time CPU check (direct_conv.cpp), never -march=native.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
+  PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")
+# The fp32 weight-gradient GEMM's AVX-512F loops only: called after a CPU check (fp32_gemm.cpp).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")
 # The AVX512_BF16 loops only: called after a run-time CPU check (bf16.cpp).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp

@@ -8,6 +8,7 @@
 #include "bf16_avx512.hpp"
 #include "direct_conv_avx512.hpp"
 #include "fma_probe_avx2.hpp"
+#include "fp32_gemm_avx512.hpp"
 
 namespace nostrum::kernels {
 
@@ -79,6 +80,18 @@ float fma_probe(int64_t) {
 }
 
 }  // namespace bf16_avx512
+
+namespace fp32_avx512 {
+
+void pack_b(float*, const float*, int64_t, int, int, int, int) {
+  x86_only("fp32_avx512::pack_b");
+}
+void block(float*, int64_t, const float*, int64_t, const float*, int64_t, int, int, int, float,
+           bool) {
+  x86_only("fp32_avx512::block");
+}
+
+}  // namespace fp32_avx512
 
 namespace bf16_amx {
 

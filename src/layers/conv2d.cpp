@@ -15,6 +15,7 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
+#include "nostrum/kernels/fp32_gemm.hpp"
 #include "nostrum/kernels/gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
 
@@ -351,6 +352,8 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
     else if constexpr (std::is_same_v<decltype(b), const uint16_t*>)
       kernels::gemm_bf16(Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K, b,
                          int(L), beta, c, int(L), options.bf16_engine);
+    else if (options.nostrum_fp32_gemm && options.precision == kernels::Precision::kFp32)
+      kernels::gemm_fp32_tn(K, int(L), int(n), d_out + r0 * K, K, b, int(L), beta, c, int(L));
     else
       gemm(options.precision, Trans::kYes, Trans::kNo, K, int(L), int(n), 1.0f, d_out + r0 * K, K,
            b, int(L), beta, c, int(L), options.bf16_engine);

@@ -12,6 +12,7 @@
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/direct_conv.hpp"
+#include "nostrum/kernels/fp32_gemm.hpp"
 #include "nostrum/kernels/im2col.hpp"
 #include "nostrum/kernels/precision_choice.hpp"
 #include "nostrum/model/model.hpp"
@@ -37,6 +38,8 @@ std::vector<Isa> allowed(DispatchSite site, const CpuFeatures& f) {
       if (f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.amx_permitted)
         return {Isa::kAvx512Bf16, Isa::kAmx};
       return f.avx512_bf16 ? std::vector<Isa>{Isa::kAvx512Bf16} : std::vector<Isa>{};
+    case DispatchSite::kFp32Gemm:
+      return f.avx512f ? std::vector<Isa>{Isa::kAvx512} : std::vector<Isa>{};
     case DispatchSite::kFmaProbe:
       return f.avx512()          ? std::vector<Isa>{Isa::kAvx512}
              : (f.avx2 && f.fma) ? std::vector<Isa>{Isa::kAvx2}
@@ -74,7 +77,8 @@ TEST_CASE("every kernel dispatch runs the variant the CPU features table allows"
   m->backward();
 
   // What the step may not reach on every table: col2im's adds, the bf16 conversion (and its GEMM
-  // where the table has AVX512_BF16, on AMX tiles too where it has AMX), the fp32 FMA probe.
+  // where the table has AVX512_BF16, on AMX tiles too where it has AMX), the fp32 FMA probe, the
+  // fp32 weight-gradient GEMM (where the table has AVX512F).
   kernels::PatchShape s;
   s.N = 1, s.H = s.W = 6, s.C = 32, s.R = s.S = 3, s.pad = 1, s.P = s.Q = 6;
   const std::vector<float> col = testing::random_vector(size_t(s.rows() * s.row_length()), 2);
@@ -91,6 +95,10 @@ TEST_CASE("every kernel dispatch runs the variant the CPU features table allows"
                          col.data(), 32, 0.0f, out.data(), 32, kernels::Bf16Engine::kAmx);
   }
   if (f.avx2 && f.fma) kernels::fp32_fma_probe_gflops(1000);
+  if (kernels::fp32_gemm_available()) {
+    std::vector<float> out(32 * 32);
+    kernels::gemm_fp32_tn(32, 32, 32, col.data(), 32, col.data(), 32, 0.0f, out.data(), 32);
+  }
 
   INFO("ran: " << describe_dispatches_ran());
   for (int i = 0; i < kDispatchSites; ++i) {

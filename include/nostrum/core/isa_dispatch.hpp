@@ -22,12 +22,13 @@ enum class DispatchSite {
   kBf16Convert,    // fp32 -> bf16 rounding (kernels/bf16.cpp)
   kBf16Gemm,       // the vdpbf16ps GEMM (kernels/bf16.cpp)
   kFmaProbe,       // --precision auto's fp32 FMA probe (kernels/precision_choice.cpp)
+  kFp32Gemm,       // nostrum's fp32 weight-gradient GEMM (kernels/fp32_gemm.cpp)
 };
-constexpr int kDispatchSites = 7;
+constexpr int kDispatchSites = 8;
 constexpr int kIsaLevels = 5;  // Isa::kBaseline .. Isa::kAmx
 
 // "im2col_add", "max_pool_scan", "batch_norm_rows", "direct_conv", "bf16_convert", "bf16_gemm",
-// "fma_probe".
+// "fma_probe", "fp32_gemm".
 const char* dispatch_site_name(DispatchSite site);
 
 // The copy the elementwise kernels run: avx512 where the table has AVX512F, avx2 where it has

@@ -58,6 +58,10 @@ struct ConvOptions {
   // AMX (needs kernels::bf16_amx_available(); the GEMM throws OptionError otherwise). The
   // operands, their packing and the passes' structure are the same.
   kernels::Bf16Engine bf16_engine = kernels::Bf16Engine::kVdpbf16ps;
+  // kFp32, backward-weights only: the weight gradient's GEMM on nostrum's own AVX-512F kernel
+  // (kernels/fp32_gemm.hpp; needs AVX512F, throws OptionError otherwise) instead of OpenBLAS's
+  // SGEMM. The operands and the passes' structure are the same.
+  bool nostrum_fp32_gemm = false;
   // Backward passes in kBf16 only: the output gradient already in bf16 (N,P,Q,K), read instead of
   // d_out (which may then be null). The values the GEMM would have rounded d_out to, so the same
   // results bit for bit (the model hands it over from the batch norm after the conv).
