@@ -15,6 +15,7 @@
 #include "nostrum/core/enum_names.hpp"
 #include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/precision_choice.hpp"
 
 namespace nostrum::kernels {
 
@@ -59,10 +60,11 @@ const ConvChoice* ConvChoiceTable::find(const ConvPassShape& shape) const {
 }
 
 size_t fastest_timing(const std::vector<ConvTiming>& timings) {
-  NOSTRUM_CHECK(!timings.empty(), ShapeError, "no candidate was timed", "conv kernel choice");
-  size_t best = 0;
-  for (size_t i = 1; i < timings.size(); ++i)
-    if (timings[i].seconds < timings[best].seconds) best = i;
+  size_t best = timings.size();
+  for (size_t i = 0; i < timings.size(); ++i)
+    if (timings[i].calls > 0 && (best == timings.size() || timings[i].seconds < timings[best].seconds))
+      best = i;
+  NOSTRUM_CHECK(best < timings.size(), ShapeError, "no candidate was timed", "conv kernel choice");
   return best;
 }
 
@@ -157,12 +159,23 @@ float* ConvMeasureBuffers::scratch(size_t floats) {
 
 std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::function<double(size_t)>& call,
-                                                 const ConvMeasureOptions& options) {
+                                                 const ConvMeasureOptions& options,
+                                                 const std::vector<double>& floors) {
   std::vector<std::vector<double>> seconds(count);
   if (count == 0) return seconds;
-  for (size_t i = 0; i < count; ++i) seconds[i].push_back(call(i));  // warm-up, first sample
-  double fastest_first = seconds[0][0];
-  for (const auto& s : seconds) fastest_first = std::min(fastest_first, s[0]);
+  // First calls (warm-up, first sample), lowest floor first; a candidate whose floor is over the
+  // cutoff times the fastest first call so far is not called at all (it cannot win).
+  const auto floor_of = [&](size_t i) { return i < floors.size() ? floors[i] : 0.0; };
+  std::vector<size_t> first_order(count);
+  for (size_t i = 0; i < count; ++i) first_order[i] = i;
+  std::stable_sort(first_order.begin(), first_order.end(),
+                   [&](size_t a, size_t b) { return floor_of(a) < floor_of(b); });
+  double fastest_first = HUGE_VAL;
+  for (size_t i : first_order) {
+    if (floor_of(i) > options.cutoff * fastest_first) continue;
+    seconds[i].push_back(call(i));
+    fastest_first = std::min(fastest_first, seconds[i][0]);
+  }
   // In the race: not clearly slower at once. A first call over the cutoff by at most
   // confirm_seconds, or within confirm_ratio times the fastest first call, is confirmed by a
   // second before the candidate is cut: a first call can pay a one-time cost (a library's lazy
@@ -174,7 +187,8 @@ std::vector<std::vector<double>> time_candidates(size_t count,
       std::max(bar + options.confirm_seconds, options.confirm_ratio * fastest_first);
   std::vector<bool> racing(count);
   for (size_t i = 0; i < count; ++i) {
-    racing[i] = seconds[i][0] <= bar;
+    racing[i] = !seconds[i].empty() && seconds[i][0] <= bar;
+    if (seconds[i].empty()) continue;
     if (racing[i] || seconds[i][0] > confirm_below) continue;
     seconds[i].push_back(call(i));
     racing[i] = seconds[i][1] <= bar;
@@ -247,6 +261,16 @@ ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
   return call;
 }
 
+double fp32_floor_seconds(const ConvGeometry& g, int threads) {
+  static const double per_thread_gflops = [] {
+    double best = 0;
+    for (int r = 0; r < 3; ++r) best = std::max(best, fp32_fma_probe_gflops(int64_t(1) << 20));
+    return best;
+  }();
+  if (per_thread_gflops <= 0.0 || threads <= 0) return 0.0;
+  return g.forward_flops() / (per_thread_gflops * 1e9 * threads);
+}
+
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
                                           const ConvMeasureOptions& options,
                                           ConvMeasureBuffers* shared) {
@@ -271,6 +295,13 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   std::vector<ConvCall> calls;
   for (const Entry& e : entries)
     calls.push_back(measurement_call(shape, precision, *e.kernel, buffers, scratch_floats));
+  // A bf16 run's fp32 candidates compute at the fp32 rate: their floor is the pass at the fp32
+  // FMA register ceiling, and the bf16 ones, timed first, may leave them no chance at all.
+  std::vector<double> floors(entries.size(), 0.0);
+  if (precision == Precision::kBf16)
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (!entries[i].candidate->supports(Precision::kBf16))
+        floors[i] = fp32_floor_seconds(g, omp_get_max_threads());
   const std::vector<std::vector<double>> seconds = time_candidates(
       entries.size(),
       [&](size_t i) {
@@ -278,11 +309,13 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
         entries[i].kernel->run(calls[i]);
         return omp_get_wtime() - t0;
       },
-      options);
+      options, floors);
   std::vector<ConvTiming> timings;
   for (size_t i = 0; i < entries.size(); ++i)
-    timings.push_back(
-        ConvTiming{entries[i].candidate->name(), median_of(seconds[i]), int(seconds[i].size())});
+    timings.push_back(seconds[i].empty()
+                          ? ConvTiming{entries[i].candidate->name(), floors[i], 0}
+                          : ConvTiming{entries[i].candidate->name(), median_of(seconds[i]),
+                                       int(seconds[i].size())});
   return timings;
 }
 
@@ -294,8 +327,11 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
     for (const ConvTiming& t : row.timings) most = std::max(most, t.calls);
     for (const ConvTiming& t : row.timings) {
       char text[96];
-      std::snprintf(text, sizeof text, " %s %.3f ms%s", t.candidate.c_str(), t.seconds * 1e3,
-                    t.calls < most ? "*" : "");
+      if (t.calls == 0)  // not run: its floor alone was over the cutoff
+        std::snprintf(text, sizeof text, " %s >%.3f ms", t.candidate.c_str(), t.seconds * 1e3);
+      else
+        std::snprintf(text, sizeof text, " %s %.3f ms%s", t.candidate.c_str(), t.seconds * 1e3,
+                      t.calls < most ? "*" : "");
       line += text;
     }
     line += " -> " + row.chosen + " (" + conv_choice_source_name(row.source) + ")";

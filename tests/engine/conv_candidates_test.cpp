@@ -148,6 +148,43 @@ TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow c
         T{{0.007, 0.002, 0.002}, {0.008, 0.002, 0.002}});
 }
 
+TEST_CASE("the measuring schedule with floors: lowest floor first, a floor over the cutoff not run",
+          "[engine][conv]") {
+  using T = std::vector<std::vector<double>>;
+  using Order = std::vector<size_t>;
+  const auto schedule = [](std::vector<std::vector<double>> planted, std::vector<double> floors,
+                           Order* order) {
+    std::vector<size_t> next(planted.size(), 0);
+    return kernels::time_candidates(
+        planted.size(),
+        [&](size_t i) {
+          order->push_back(i);
+          REQUIRE(next[i] < planted[i].size());  // called more often than planned
+          return planted[i][next[i]++];
+        },
+        {}, floors);
+  };
+  // Index 0 (an fp32 candidate in a bf16 run: floor 30 ms) waits for index 1 (no floor, 10 ms):
+  // 30 > 1.25 x 10, so index 0 is never called. Index 2's floor (12 ms) is under 12.5: it runs,
+  // and is cut by its first call (60 ms: over 5x the fastest) as any slow candidate.
+  Order order;
+  CHECK(schedule({{0.035}, {0.010, 0.011, 0.009}, {0.060}}, {0.030, 0.0, 0.012}, &order) ==
+        T{{}, {0.010, 0.011, 0.009}, {0.060}});
+  CHECK(order == Order{1, 2, 1, 1});
+  // Floors under the cutoff change only the order of the first calls; the rounds keep index order.
+  order.clear();
+  CHECK(schedule({{0.010, 0.010, 0.010}, {0.011, 0.010, 0.011}}, {0.005, 0.0}, &order) ==
+        T{{0.010, 0.010, 0.010}, {0.011, 0.010, 0.011}});
+  CHECK(order == Order{1, 0, 0, 1, 0, 1});
+  // The first in that order always runs, whatever its floor.
+  order.clear();
+  CHECK(schedule({{0.5, 0.5, 0.5}}, {9.0}, &order) == T{{0.5, 0.5, 0.5}});
+  // The chooser takes none that did not run, even at a smaller number (a floor).
+  const std::vector<ConvTiming> timings = {{"direct_avx512", 0.001, 0}, {"gemm_bf16", 0.004, 3}};
+  CHECK(kernels::fastest_timing(timings) == 1);
+  CHECK_THROWS_AS(kernels::fastest_timing({{"direct_avx512", 0.001, 0}}), ShapeError);
+}
+
 namespace {
 
 ConvChoiceTable planted_table() {

@@ -115,7 +115,8 @@ int main(int argc, char** argv) {
       std::printf("%s backward_weights, %d thread(s):", kernels::conv_shape_name(g).c_str(),
                   threads);
       for (const kernels::ConvTiming& t : timings)
-        std::printf("  %s %.2f ms%s", t.candidate.c_str(), t.seconds * 1e3, t.calls < 3 ? "*" : "");
+        std::printf("  %s %s%.2f ms%s", t.candidate.c_str(), t.calls == 0 ? ">" : "",
+                    t.seconds * 1e3, t.calls > 0 && t.calls < 3 ? "*" : "");
       std::printf("\n");
       std::fflush(stdout);
     }

@@ -4,7 +4,9 @@ model twice in a row (nostrum-bench --conv-kernel measure --conv-cache none --ve
 processes), then, per shape and pass, times the first table's choice by the second measurement
 against the second's fastest candidate. The issue's bar: the chosen kernel within 5 % of the
 fastest. A choice that the second measurement cut short (its time from fewer calls, marked *) counts
-as measured; one it did not time at all (not eligible there) is an error.
+as measured; one it did not run because its floor alone was over the cutoff (a bf16 run's fp32
+candidate, printed `>X ms`) counts as missing the bar by at least that floor; one it did not list
+at all (not eligible there) is an error.
 
 Usage: tools/bench/conv_remeasure.py [--build build] --model M --image HxWxC --batch N
                                      [--threads 2] [--precision fp32|bf16] [--within 0.05]
@@ -24,7 +26,7 @@ import sys
 # on bf16 ones in another).
 ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
                  r"(\w+) \((\w+)\)((?: \[bf16 operands:[^\]]*\])?(?: \[d_in \+=\])?)$")
-TIMING = re.compile(r"(\w+) ([0-9.]+) ms(\*?)")
+TIMING = re.compile(r"(\w+) (>?)([0-9.]+) ms(\*?)")
 
 
 def measure(bench, args):
@@ -37,7 +39,9 @@ def measure(bench, args):
     for line in (run.stdout + run.stderr).splitlines():
         m = ROW.match(line)
         if m:
-            times = {c: float(ms) for c, ms, _ in TIMING.findall(m.group(3))}
+            # Run candidates' times; a candidate not run (its floor over the cutoff) as -floor.
+            times = {c: (-1 if floor else 1) * float(ms)
+                     for c, floor, ms, _ in TIMING.findall(m.group(3))}
             table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
@@ -67,19 +71,22 @@ def main():
     within, worst, changed = 0, 0.0, 0
     for key in first:
         chosen, times1 = first[key]
-        chosen2, times = second[key]
-        if chosen not in times:
+        chosen2, listed = second[key]
+        if chosen not in listed:
             sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
-        ratio = times[chosen] / min(times.values()) - 1
+        times = {c: ms for c, ms in listed.items() if ms >= 0}
+        # Not run the second time: at least its floor.
+        ratio = abs(listed[chosen]) / min(times.values()) - 1
         changed += chosen != chosen2
         worst = max(worst, ratio)
         if ratio <= args.within:
             within += 1
         else:
-            print(f"{key[0]} {key[1]}: {chosen} {times[chosen]:.3f} ms, fastest {chosen2} "
+            print(f"{key[0]} {key[1]}: {chosen} {abs(listed[chosen]):.3f} ms"
+                  f"{'' if listed[chosen] >= 0 else ' (not run: its floor)'}, fastest {chosen2} "
                   f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
                   ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; second: " +
-                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()))
+                  ", ".join(f"{c} {ms:.3f}" for c, ms in listed.items()))
     print(f"{within} of {len(first)} passes: the first measurement's choice within "
           f"{100 * args.within:.0f} % of the second's fastest; {changed} chose differently; worst "
           f"+{100 * worst:.1f} %; measurement {r1['conv_measure_seconds']:.1f} s and "

@@ -39,8 +39,9 @@ std::string conv_shape_name(const ConvGeometry& g);
 
 struct ConvTiming {
   std::string candidate;
-  double seconds = 0;  // the median of the timed calls
-  int calls = 0;       // timed calls; fewer than asked: cut short, it could not win (see below)
+  double seconds = 0;  // the median of the timed calls (none: the floor that kept it out)
+  int calls = 0;       // timed calls; fewer than asked: cut short, it could not win (see below);
+                       // none: not run, its floor alone over the cutoff (time_candidates)
 };
 
 // How a row's choice was made.
@@ -62,8 +63,8 @@ struct ConvChoiceTable {
   const ConvChoice* find(const ConvPassShape& shape) const;  // nullptr when absent
 };
 
-// The chooser: the index of the smallest time; on a tie the earliest (the registry's order, which
-// measure_conv_pass keeps). Throws ShapeError for an empty list.
+// The chooser: the index of the smallest time of a candidate that ran (calls > 0); on a tie the
+// earliest (the registry's order, which measure_conv_pass keeps). Throws ShapeError when none ran.
 size_t fastest_timing(const std::vector<ConvTiming>& timings);
 
 struct ConvMeasureOptions {
@@ -131,14 +132,27 @@ class ConvMeasureBuffers {
 };
 
 // The measuring schedule on its own (planted times test it): call(i) runs candidate i once and
-// returns its seconds. Every candidate is called once in index order (its warm-up and first
-// sample); one whose first call is over the cutoff by at most confirm_seconds is called once more
-// at once (in index order), and cut if that call is over too; one further over is cut; those not
-// cut then get their other calls in rounds, one call each per round, so that a drift of the
-// machine's speed weighs on all alike. Returns every candidate's times, in index order.
+// returns its seconds. Every candidate is called once (its warm-up and first sample), in index
+// order, or where `floors` gives lower bounds on their times, lowest floor first (stable), a
+// candidate whose floor is over the cutoff times the fastest first call so far not called at all
+// (its times stay empty); one whose first call is over the cutoff by at most confirm_seconds is
+// called once more at once (in index order), and cut if that call is over too; one further over
+// is cut; those not cut then get their other calls in rounds, one call each per round, so that a
+// drift of the machine's speed weighs on all alike. Returns every candidate's times, in index
+// order.
 std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::function<double(size_t)>& call,
-                                                 const ConvMeasureOptions& options = {});
+                                                 const ConvMeasureOptions& options = {},
+                                                 const std::vector<double>& floors = {});
+
+// The least time a candidate computing in fp32 can take for a pass of g: its multiply-adds at the
+// fp32 FMA register ceiling (one thread's probe, best of three, run once a process, times
+// `threads`, which no kernel exceeds); 0 where no probe runs (no AVX2, not x86-64).
+// measure_conv_pass gives it to a bf16 run's fp32 candidates as their floor: where the bf16
+// candidates, timed first, beat it by the cutoff, they are not run (on an AMD Zen 4 the fp32
+// candidates took about 19 of the 28 s a ResNet-50 224 b32 bf16 table took to measure, and none
+// was chosen).
+double fp32_floor_seconds(const ConvGeometry& g, int threads);
 
 // The call `kernel` is timed with for this pass: the buffers' operands (0 and 1 read, 2 written)
 // and scratch (`scratch_floats`), an operand the model hands over in bf16 (shape.bf16_in,
