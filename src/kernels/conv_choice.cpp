@@ -62,7 +62,8 @@ const ConvChoice* ConvChoiceTable::find(const ConvPassShape& shape) const {
 size_t fastest_timing(const std::vector<ConvTiming>& timings) {
   size_t best = timings.size();
   for (size_t i = 0; i < timings.size(); ++i)
-    if (timings[i].calls > 0 && (best == timings.size() || timings[i].seconds < timings[best].seconds))
+    if (timings[i].calls > 0 &&
+        (best == timings.size() || timings[i].seconds < timings[best].seconds))
       best = i;
   NOSTRUM_CHECK(best < timings.size(), ShapeError, "no candidate was timed", "conv kernel choice");
   return best;
