@@ -19,6 +19,7 @@
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/core/page_memory.hpp"
+#include "nostrum/kernels/gemm.hpp"
 
 namespace nostrum::kernels {
 
@@ -171,12 +172,7 @@ void gemm_packed(Trans trans_a, int M, int N, int K, float alpha, const AValue* 
   const int block_pairs = amx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
   const int64_t a_ld = amx ? bf16_amx::kBlockWords : bf16_avx512::kBlockPairs;
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // no products: C = beta * C
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j)
-        C[int64_t(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[int64_t(i) * ldc + j];
-    return;
-  }
+  if (K <= 0) return scale_matrix(M, N, beta, C, ldc);  // no products
   bf16_avx512::PackedB b;
   b.b = Bp, b.pairs = (K + 1) / 2, b.n_padded = int(round16(N));
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;

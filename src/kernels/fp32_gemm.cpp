@@ -14,6 +14,7 @@
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/core/page_memory.hpp"
+#include "nostrum/kernels/gemm.hpp"
 
 namespace nostrum::kernels {
 
@@ -44,12 +45,7 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
                 "gemm_fp32_tn", "use OpenBLAS's SGEMM (the gemm_openblas candidates)");
   note_dispatch(DispatchSite::kFp32Gemm, Isa::kAvx512);
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // no products: C = beta * C
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j)
-        C[int64_t(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[int64_t(i) * ldc + j];
-    return;
-  }
+  if (K <= 0) return scale_matrix(M, N, beta, C, ldc);  // no products
   const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
   const int threads = threaded ? omp_get_max_threads() : 1;
   const int strips = (N + kStrip - 1) / kStrip;
