@@ -188,8 +188,8 @@ std::vector<std::vector<double>> time_candidates(size_t count,
       std::max(bar + options.confirm_seconds, options.confirm_ratio * fastest_first);
   std::vector<bool> racing(count);
   for (size_t i = 0; i < count; ++i) {
-    racing[i] = !seconds[i].empty() && seconds[i][0] <= bar;
-    if (seconds[i].empty()) continue;
+    if (seconds[i].empty()) continue;  // not run: out of the race
+    racing[i] = seconds[i][0] <= bar;
     if (racing[i] || seconds[i][0] > confirm_below) continue;
     seconds[i].push_back(call(i));
     racing[i] = seconds[i][1] <= bar;
@@ -299,10 +299,11 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   // A bf16 run's fp32 candidates compute at the fp32 rate: their floor is the pass at the fp32
   // FMA register ceiling, and the bf16 ones, timed first, may leave them no chance at all.
   std::vector<double> floors(entries.size(), 0.0);
-  if (precision == Precision::kBf16)
+  if (precision == Precision::kBf16) {
+    const double fp32_floor = fp32_floor_seconds(g, omp_get_max_threads());
     for (size_t i = 0; i < entries.size(); ++i)
-      if (!entries[i].candidate->supports(Precision::kBf16))
-        floors[i] = fp32_floor_seconds(g, omp_get_max_threads());
+      if (!entries[i].candidate->supports(Precision::kBf16)) floors[i] = fp32_floor;
+  }
   const std::vector<std::vector<double>> seconds = time_candidates(
       entries.size(),
       [&](size_t i) {

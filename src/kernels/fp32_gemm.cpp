@@ -46,10 +46,8 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
   note_dispatch(DispatchSite::kFp32Gemm, Isa::kAvx512);
   if (M <= 0 || N <= 0) return;
   if (K <= 0) return scale_matrix(M, N, beta, C, ldc);  // no products
-  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
-  const int threads = threaded ? omp_get_max_threads() : 1;
   const int strips = (N + kStrip - 1) / kStrip;
-  if (threads == 1) {
+  if (omp_in_parallel() || omp_get_max_threads() == 1) {
     // One thread (also each thread of a per-thread conv): B packed just before its tiles read it,
     // a block of the reduction and a group of strips at a time (at most 256 KB, in L2), so that
     // the tiles find it cached; C's values sum their blocks in the same order as below.
@@ -67,9 +65,11 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
     }
     return;
   }
-  // Row blocks of at most kBlockRows, as many as a multiple of the threads, of one height.
+  // The pool: row blocks of at most kBlockRows, as many as a multiple of the threads, of one
+  // height.
+  const int threads = omp_get_max_threads();
   int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
-  if (threads > 1) row_blocks = (row_blocks + threads - 1) / threads * threads;
+  row_blocks = (row_blocks + threads - 1) / threads * threads;
   const int block_rows = int((M + row_blocks - 1) / row_blocks);
   row_blocks = (M + block_rows - 1) / block_rows;
   // All strips in one piece unless the rows give too few pieces for the threads.
@@ -87,7 +87,7 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
     const int k = std::min(chunk, K - k0);
     const float* b = B + int64_t(k0) * ldb;
     const float* a = A + int64_t(k0) * lda;
-#pragma omp parallel num_threads(threads) if (threaded)
+#pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       const int s0 = int(int64_t(strips) * t / nt), s1 = int(int64_t(strips) * (t + 1) / nt);

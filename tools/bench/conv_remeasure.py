@@ -39,10 +39,11 @@ def measure(bench, args):
     for line in (run.stdout + run.stderr).splitlines():
         m = ROW.match(line)
         if m:
-            # Run candidates' times; a candidate not run (its floor over the cutoff) as -floor.
-            times = {c: (-1 if floor else 1) * float(ms)
-                     for c, floor, ms, _ in TIMING.findall(m.group(3))}
-            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times)
+            # The candidates run and their times; those not run (floor over the cutoff), floors.
+            times, floors = {}, {}
+            for c, not_run, ms, _ in TIMING.findall(m.group(3)):
+                (floors if not_run else times)[c] = float(ms)
+            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
         sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
@@ -70,23 +71,23 @@ def main():
         sys.exit("conv_remeasure: the two tables list different passes")
     within, worst, changed = 0, 0.0, 0
     for key in first:
-        chosen, times1 = first[key]
-        chosen2, listed = second[key]
-        if chosen not in listed:
+        chosen, times1, _ = first[key]
+        chosen2, times, floors = second[key]
+        if chosen not in times and chosen not in floors:
             sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
-        times = {c: ms for c, ms in listed.items() if ms >= 0}
-        # Not run the second time: at least its floor.
-        ratio = abs(listed[chosen]) / min(times.values()) - 1
+        ran = chosen in times
+        ours = times[chosen] if ran else floors[chosen]  # not run the second time: its floor
+        ratio = ours / min(times.values()) - 1
         changed += chosen != chosen2
         worst = max(worst, ratio)
         if ratio <= args.within:
             within += 1
         else:
-            print(f"{key[0]} {key[1]}: {chosen} {abs(listed[chosen]):.3f} ms"
-                  f"{'' if listed[chosen] >= 0 else ' (not run: its floor)'}, fastest {chosen2} "
+            print(f"{key[0]} {key[1]}: {chosen} {ours:.3f} ms"
+                  f"{'' if ran else ' (not run: its floor)'}, fastest {chosen2} "
                   f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
                   ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; second: " +
-                  ", ".join(f"{c} {ms:.3f}" for c, ms in listed.items()))
+                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()))
     print(f"{within} of {len(first)} passes: the first measurement's choice within "
           f"{100 * args.within:.0f} % of the second's fastest; {changed} chose differently; worst "
           f"+{100 * worst:.1f} %; measurement {r1['conv_measure_seconds']:.1f} s and "
