@@ -26,8 +26,10 @@ elif [ "$status" -ne "$expected" ]; then
   echo "FAIL: exit status $status, expected $expected"
   failed=1
 fi
+# A here-string, not a pipe: grep -q stops at its first match, and under pipefail the writer's
+# SIGPIPE on a long output (a usage text) would read as no match.
 for p in "${patterns[@]}"; do
-  printf '%s\n' "$out" | grep -Eq -- "$p" || { echo "FAIL: no line of the output matches: $p"; failed=1; }
+  grep -Eq -- "$p" <<<"$out" || { echo "FAIL: no line of the output matches: $p"; failed=1; }
 done
 [ "$failed" -eq 0 ] && echo "PASS: status and message as expected"
 exit "$failed"

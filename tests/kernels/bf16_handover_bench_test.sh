@@ -14,7 +14,7 @@ step() {
 }
 fail=0
 expect() {  # OUTPUT PATTERN WHAT
-  if printf '%s\n' "$1" | grep -Eq -- "$2"; then echo "ok: $3"; else echo "FAIL: $3"; fail=1; fi
+  if grep -Eq -- "$2" <<<"$1"; then echo "ok: $3"; else echo "FAIL: $3"; fail=1; fi
 }
 out=$(step --bf16-handover on)
 printf '%s\n' "$out"
@@ -23,7 +23,7 @@ printf '%s\n' "$out"
 # bf16 output of the block before (4).
 expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 7, "bf16_block_outputs": 2[,}]' \
   "on: every conv of resnet8 takes a bf16 gradient, 7 their input, 2 block outputs in bf16"
-if printf '%s\n' "$out" | grep -q '_off"'; then
+if grep -q '_off"' <<<"$out"; then
   echo "FAIL: on reports an off speed"
   fail=1
 fi
@@ -34,7 +34,7 @@ expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 4, "bf16_block_outp
 # The measurement runs with the switches as given: no bf16 operands with everything off.
 out=$(step --bf16-handover off --bf16-block-outputs off --bf16-conv-outputs off \
   --conv-kernel measure --conv-cache none --verbose)
-if printf '%s\n' "$out" | grep -q 'bf16 operands:'; then
+if grep -q 'bf16 operands:' <<<"$out"; then
   echo "FAIL: off measured on bf16 operands"
   fail=1
 else

@@ -28,7 +28,7 @@ if [ "$(printf '%s\n' "$places" | sort -u | wc -l)" -ne 1 ]; then
   echo "FAIL: the re-exec'd process lost CPUs (places differ between the reports)"
   exit 1
 fi
-printf '%s\n' "$out" | grep -q '"images_per_second"' || { echo "FAIL: no result line"; exit 1; }
-printf '%s\n' "$out" | grep -Eq "\"openblas_core\": \"($core)\"" ||
+grep -q '"images_per_second"' <<<"$out" || { echo "FAIL: no result line"; exit 1; }
+grep -Eq "\"openblas_core\": \"($core)\"" <<<"$out" ||
   { echo "FAIL: the re-exec'd process does not run the kernels it switched to"; exit 1; }
 echo "PASS"
