@@ -110,9 +110,10 @@ NOSTRUM_ALWAYS_INLINE void sum_rows_body(double* __restrict acc, const X* __rest
       const X* xr = x + r0 * C + c0;
       NOSTRUM_CHANNEL_LANES
       for (int c = 0; c < n; ++c) part[c] = load_value(xr, c);
-      for (int64_t r = 1; r < m; ++r)
+      for (int64_t r = 1; r < m; ++r) {
         NOSTRUM_CHANNEL_LANES
         for (int c = 0; c < n; ++c) part[c] += load_value(xr, r * C + c);
+      }
       for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
     }
   }
@@ -136,12 +137,13 @@ NOSTRUM_ALWAYS_INLINE void squared_deviation_rows_body(double* __restrict acc,
       const int64_t rn = std::min(kBlockRows, rows - r0);
       const X* xr = x + r0 * C + c0;
       for (int c = 0; c < n; ++c) part[c] = 0.0f;
-      for (int64_t r = 0; r < rn; ++r)
+      for (int64_t r = 0; r < rn; ++r) {
         NOSTRUM_CHANNEL_LANES
         for (int c = 0; c < n; ++c) {
           const float d = load_value(xr, r * C + c) - m[c];
           part[c] = madd(d, d, part[c]);
         }
+      }
       for (int c = 0; c < n; ++c) acc[c0 + c] += part[c];
     }
   }
@@ -206,7 +208,7 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
       if (y) {
         const Y* yr = y + at;
-        for (int64_t r = 0; r < rn; ++r)
+        for (int64_t r = 0; r < rn; ++r) {
           NOSTRUM_CHANNEL_LANES
           for (int c = 0; c < n; ++c) {
             const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
@@ -214,14 +216,16 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
             pa[c] += g;
             pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
           }
+        }
       } else {
-        for (int64_t r = 0; r < rn; ++r)
+        for (int64_t r = 0; r < rn; ++r) {
           NOSTRUM_CHANNEL_LANES
           for (int c = 0; c < n; ++c) {
             const float g = dyr[r * C + c];
             pa[c] += g;
             pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
           }
+        }
       }
       for (int c = 0; c < n; ++c) {
         a[c0 + c] += pa[c];
