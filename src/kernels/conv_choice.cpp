@@ -287,7 +287,7 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   size_t scratch_floats = 1;
   for (const ConvCandidate* c : conv_candidates()) {
     if (!conv_candidate_eligible(*c, g, shape.pass, precision)) continue;
-    entries.push_back({c, c->prepare(g, shape.pass, precision)});
+    entries.push_back({c, prepare_conv_candidate(*c, g, shape.pass, precision)});
     scratch_floats = std::max(scratch_floats, entries.back().kernel->scratch_floats());
   }
   NOSTRUM_CHECK(!entries.empty(), ShapeError, "no conv candidate can run this pass",

@@ -9,6 +9,7 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/conv_candidates.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv_choice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv_selection.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_widening.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp

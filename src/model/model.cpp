@@ -636,9 +636,18 @@ bool pooled_stem(const Block& b) {
          p[p.size() - 2].kind == LayerKind::kBatchNorm;
 }
 
-// Whether a bf16 run may keep block b's output in bf16: a residual block's, a pooled stem's.
+// A stem that ends batch norm + ReLU (the CIFAR-style ResNets'): in a bf16 run the norm writes its
+// output in bf16 as a residual block's last norm does, for the first block's convs and its identity
+// shortcut's add (link_bf16_block_outputs).
+bool normed_stem(const Block& b) {
+  const std::vector<Layer>& p = b.path;
+  return !b.residual && !p.empty() && p.back().kind == LayerKind::kBatchNorm && p.back().relu;
+}
+
+// Whether a bf16 run may keep block b's output in bf16: a residual block's, a stem's that ends
+// max-pool or batch norm + ReLU.
 bool bf16_capable_output(const Block& b) {
-  return b.residual || pooled_stem(b);
+  return b.residual || pooled_stem(b) || normed_stem(b);
 }
 
 // A residual path's inner batch norm (followed by ReLU, not the path's last): its output is read
@@ -948,7 +957,7 @@ void Model::set_conv_kernels(const kernels::ConvChoiceTable& table) {
           "conv kernel '" + (row ? row->chosen : std::string("?")) + "' cannot run " +
               kernels::conv_shape_name(l.conv) + " " + kernels::conv_pass_name(pass) + " here",
           "layer " + l.name);
-      kernel = c->prepare(l.conv, pass, spec_.precision);
+      kernel = kernels::prepare_conv_candidate(*c, l.conv, pass, spec_.precision);
       scratch_floats = std::max(scratch_floats, kernel->scratch_floats());
       prepared.emplace_back(shape, kernel);
     }
@@ -1020,7 +1029,7 @@ void Model::Impl::link_bf16_block_outputs(kernels::Precision precision) {
     const bool on = bf16 && bf16_capable_output(b) && next &&
                     takes_bf16_input(next->path.front()) &&
                     (next->shortcut.empty() || takes_bf16_input(next->shortcut.front()));
-    if (b.residual) b.path.back().bf16_output = on;
+    if (b.residual || normed_stem(b)) b.path.back().bf16_output = on;
     if (pooled_stem(b)) {  // the norm writes bf16, the max-pool reads and writes it
       Layer& pool = b.path.back();
       Layer& norm = b.path[b.path.size() - 2];

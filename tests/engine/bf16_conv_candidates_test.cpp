@@ -12,6 +12,7 @@
 #include "conv_candidate_check.hpp"
 #include "grad_check.hpp"
 #include "model_compare.hpp"
+#include "nostrum/core/arena.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/model/model.hpp"
@@ -60,7 +61,7 @@ TEST_CASE(
     int block_outputs, front_convs;
   };
   for (const Shape& c :
-       {Shape{"resnet8", 1, 4, 28, 3, 2, 4}, Shape{"resnet50", 3, 2, 32, 32, 16, 20}})
+       {Shape{"resnet8", 1, 4, 28, 3, 3, 5}, Shape{"resnet50", 3, 2, 32, 32, 16, 20}})
     for (bool block_outputs : {false, true}) {
       INFO(c.name << " bf16 block outputs " << block_outputs);
       nostrum::model::ModelConfig config;
@@ -112,12 +113,12 @@ TEST_CASE(
         CHECK(m->bf16_gradient_convs() == convs);
         CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
       }
-      // An fp32 kernel in a bf16 run reads fp32 tensors: nothing is handed over, and the residual
-      // stream stays fp32 (no conv could read a bf16 block output).
+      // An fp32 kernel in a bf16 run takes the bf16 operands widened (prepare_conv_candidate):
+      // it keeps no tensor in fp32 that a bf16 kernel would take in bf16.
       testing::use_conv_kernels(*m, "gemm_openblas");
-      CHECK(m->bf16_gradient_convs() == 0);
-      CHECK(m->bf16_input_convs() == 0);
-      CHECK(m->bf16_block_outputs() == 0);
+      CHECK(m->bf16_gradient_convs() > 0);
+      CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
+      CHECK(m->bf16_block_outputs() == (block_outputs ? c.block_outputs : 0));
     }
 }
 
@@ -179,7 +180,7 @@ TEST_CASE(
     set(true);
   };
   compare(
-      "block outputs", [&](bool on) { m->set_bf16_block_outputs(on); }, 2,
+      "block outputs", [&](bool on) { m->set_bf16_block_outputs(on); }, 3,
       [&] { return m->bf16_block_outputs(); });
   compare(
       "conv outputs", [&](bool on) { m->set_bf16_conv_outputs(on); }, 9,
@@ -187,14 +188,14 @@ TEST_CASE(
   // nostrum's own bf16 GEMM writes fp32: its convs keep fp32 outputs.
   testing::use_conv_kernels(*m, "gemm_bf16");
   CHECK(m->bf16_conv_outputs() == 0);
-  CHECK(m->bf16_block_outputs() == 2);
+  CHECK(m->bf16_block_outputs() == 3);  // the stem's and the first two blocks' (the last: fp32)
 }
 
 TEST_CASE("the measurement times a kernel on the bf16 operands the model hands it",
           "[bf16][conv]") {
   // A bf16 run hands most convs their output gradient, many their input, in bf16; a kernel that
-  // takes them is timed so (the rounded operand, no fp32 one), an fp32 kernel and an operand the
-  // model does not hand over stay fp32.
+  // takes them is timed so (the rounded operand, no fp32 one), an fp32 kernel too (it widens
+  // them: prepare_conv_candidate); an operand the model does not hand over stays fp32.
   const kernels::ConvGeometry g{4, 8, 8, 16, 32, 3, 3, 1, 1};
   const size_t in_floats = size_t(4) * 8 * 8 * 16, out_floats = size_t(4) * 8 * 8 * 32;
   kernels::ConvMeasureBuffers buffers;
@@ -233,18 +234,102 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
         CHECK(std::vector<uint16_t>(c.d_out_bf16, c.d_out_bf16 + out_floats) ==
               words_of(buffers.operand(which, out_floats), out_floats));
       }
-      // An fp32 kernel, or an fp32 run, reads fp32 operands whatever the model hands over.
-      const auto fp32_kernel = openblas->prepare(g, pass, Precision::kBf16);
+      // An fp32 kernel in a bf16 run is timed on the same bf16 operands (it widens them), and
+      // writes fp32; an fp32 run reads fp32 operands whatever the model hands over.
+      const auto fp32_kernel =
+          kernels::prepare_conv_candidate(*openblas, g, pass, Precision::kBf16);
       const kernels::ConvCall f = kernels::measurement_call(shape, Precision::kBf16, *fp32_kernel,
                                                             buffers, fp32_kernel->scratch_floats());
-      CHECK(f.in_bf16 == nullptr);
-      CHECK(f.d_out_bf16 == nullptr);
+      CHECK((f.in_bf16 != nullptr) == (handed && in_read));
+      CHECK((f.d_out_bf16 != nullptr) == (handed && d_out_read));
       CHECK(f.out_bf16 == nullptr);
       const auto fp32_run = onednn_bf16->prepare(g, pass, Precision::kFp32);
       CHECK(kernels::measurement_call(shape, Precision::kFp32, *fp32_run, buffers,
                                       fp32_run->scratch_floats())
                 .in_bf16 == nullptr);
     }
+}
+
+TEST_CASE("an fp32 kernel in a bf16 run takes bf16 operands, widened: the fp32 kernel's bits",
+          "[bf16][conv]") {
+  // prepare_conv_candidate wraps every fp32 candidate serving a bf16 run: handed the input and the
+  // output gradient in bf16, it runs the fp32 kernel on them widened, bit for bit the fp32 kernel
+  // on fp32 tensors holding those values; handed fp32 tensors, the fp32 kernel's own bits. A bf16
+  // candidate and an fp32 run are left as they are.
+  const auto words_of = [](const std::vector<float>& x) {
+    std::vector<uint16_t> w(x.size());
+    for (size_t i = 0; i < x.size(); ++i) w[i] = kernels::fp32_to_bf16(x[i]);
+    return w;
+  };
+  const auto widened = [](const std::vector<uint16_t>& w) {
+    std::vector<float> x(w.size());
+    for (size_t i = 0; i < w.size(); ++i) x[i] = kernels::bf16_to_fp32(w[i]);
+    return x;
+  };
+  int checked = 0;
+  for (const kernels::ConvGeometry& g :
+       {kernels::ConvGeometry{4, 9, 7, 16, 32, 3, 3, 1, 1},
+        kernels::ConvGeometry{3, 10, 10, 32, 16, 1, 1, 2, 0},
+        kernels::ConvGeometry{2, 12, 12, 3, 16, 7, 7, 2, 3}})
+    for (const kernels::ConvCandidate* cand : kernels::conv_candidates())
+      for (ConvPass pass : kernels::kConvPasses) {
+        if (!kernels::conv_candidate_eligible(*cand, g, pass, Precision::kBf16)) continue;
+        INFO(cand->name() << " " << kernels::conv_shape_name(g) << " "
+                          << kernels::conv_pass_name(pass));
+        auto plain = cand->prepare(g, pass, Precision::kBf16);
+        auto kernel = kernels::prepare_conv_candidate(*cand, g, pass, Precision::kBf16);
+        if (cand->supports(Precision::kBf16)) {  // left as it is
+          CHECK(kernel->takes_bf16_in() == plain->takes_bf16_in());
+          CHECK(kernel->takes_bf16_d_out() == plain->takes_bf16_d_out());
+          continue;
+        }
+        CHECK(!kernels::prepare_conv_candidate(*cand, g, pass, Precision::kFp32)->takes_bf16_in());
+        CHECK(kernel->takes_bf16_in() == (pass != ConvPass::kBackwardData));
+        CHECK(kernel->takes_bf16_d_out() == (pass != ConvPass::kForward));
+        CHECK(!kernel->writes_bf16_out());
+        const size_t in_n = size_t(g.N) * g.H * g.W * g.C;
+        const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.K;
+        const size_t w_n = size_t(g.K) * g.C * g.R * g.S;
+        const std::vector<uint16_t> in_w = words_of(testing::random_vector(in_n, 11));
+        const std::vector<uint16_t> d_out_w = words_of(testing::random_vector(out_n, 12));
+        const std::vector<float> in = widened(in_w), d_out = widened(d_out_w);
+        const std::vector<float> weight = testing::random_vector(w_n, 13);
+        const size_t result_n = pass == ConvPass::kForward        ? out_n
+                                : pass == ConvPass::kBackwardData ? in_n
+                                                                  : w_n;
+        nostrum::Arena scratch(std::max(kernel->scratch_floats(), plain->scratch_floats()) + 1,
+                               "test conv scratch");
+        const auto run = [&](kernels::PreparedConv& k, bool handed) {
+          std::vector<float> result(result_n, 0.0f);
+          kernels::ConvCall c;
+          c.N = g.N;
+          c.scratch = scratch.data();
+          c.weight = weight.data();
+          if (pass == ConvPass::kForward) c.out = result.data();
+          if (pass == ConvPass::kBackwardData) c.d_in = result.data();
+          if (pass == ConvPass::kBackwardWeights) c.d_weight = result.data();
+          if (pass != ConvPass::kBackwardData) {
+            if (handed)
+              c.in_bf16 = in_w.data();
+            else
+              c.in = in.data();
+          }
+          if (pass != ConvPass::kForward) {
+            if (handed)
+              c.d_out_bf16 = d_out_w.data();
+            else
+              c.d_out = d_out.data();
+          }
+          k.run(c);
+          return result;
+        };
+        const std::vector<float> reference = run(*plain, false);
+        CHECK(std::any_of(reference.begin(), reference.end(), [](float v) { return v != 0.0f; }));
+        CHECK(run(*kernel, true) == reference);
+        CHECK(run(*kernel, false) == reference);
+        ++checked;
+      }
+  CHECK(checked > 0);
 }
 
 TEST_CASE("a bf16 model's conv shapes name the operands it hands over", "[bf16][conv]") {

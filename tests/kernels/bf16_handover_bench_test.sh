@@ -19,17 +19,17 @@ expect() {  # OUTPUT PATTERN WHAT
 out=$(step --bf16-handover on)
 printf '%s\n' "$out"
 # resnet8: the stem conv, two per basic block (3 blocks), two downsample convs. The inputs: each
-# block's second conv (3), and the first and downsample convs of blocks 2 and 3, which read the
-# bf16 output of the block before (4).
-expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 7, "bf16_block_outputs": 2[,}]' \
-  "on: every conv of resnet8 takes a bf16 gradient, 7 their input, 2 block outputs in bf16"
+# block's second conv (3), block 1's first conv, which reads the stem's bf16 output, and the first
+# and downsample convs of blocks 2 and 3, which read the bf16 output of the block before (5).
+expect "$out" '"bf16_handover_convs": 9, "bf16_input_convs": 8, "bf16_block_outputs": 3[,}]' \
+  "on: every conv of resnet8 takes a bf16 gradient, 8 their input, 3 block outputs in bf16"
 if grep -q '_off"' <<<"$out"; then
   echo "FAIL: on reports an off speed"
   fail=1
 fi
 out=$(step --bf16-handover off)
 printf '%s\n' "$out"
-expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 4, "bf16_block_outputs": 2[,}]' \
+expect "$out" '"bf16_handover_convs": 0, "bf16_input_convs": 5, "bf16_block_outputs": 3[,}]' \
   "handover off: only the convs reading a bf16 block output"
 # The measurement runs with the switches as given: no bf16 operands with everything off.
 out=$(step --bf16-handover off --bf16-block-outputs off --bf16-conv-outputs off \
@@ -55,7 +55,7 @@ expect "$out" '"bf16_conv_outputs": 0, .*"images_per_second_block_outputs_off": 
 # oneDNN's bf16 forward writes bf16: every conv's output kept so (nostrum's bf16 GEMM writes fp32).
 out=$(step --conv-kernel onednn_bf16)
 printf '%s\n' "$out"
-expect "$out" '"bf16_block_outputs": 2, "bf16_conv_outputs": 9[,}]' "onednn_bf16: 9 conv outputs"
+expect "$out" '"bf16_block_outputs": 3, "bf16_conv_outputs": 9[,}]' "onednn_bf16: 9 conv outputs"
 out=$(step --conv-kernel onednn_bf16 --bf16-conv-outputs off)
 printf '%s\n' "$out"
 expect "$out" '"bf16_conv_outputs": 0[,}]' "conv outputs off: none"

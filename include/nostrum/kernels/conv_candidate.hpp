@@ -120,14 +120,25 @@ const std::vector<const ConvCandidate*>& conv_candidates();
 const ConvCandidate* find_conv_candidate(const std::string& name);
 
 // Whether the candidate may run a pass of a run at `precision`: it supports that precision, or
-// the run is bf16 and the candidate fp32 (its operands keep fp32, so it is at least as precise:
-// a bf16 run takes it where it measures faster, as on small channel counts, where rounding the
-// operands costs more than the bf16 dot products save).
+// the run is bf16 and the candidate fp32 (it multiplies the operands the model hands it, bf16
+// ones widened (prepare_conv_candidate), in fp32, with fp32 weights, so it is at least as
+// precise: a bf16 run takes it where it measures faster, as on small channel counts, where
+// rounding the operands costs more than the bf16 dot products save).
 bool conv_candidate_serves(const ConvCandidate& c, Precision precision);
 
 // available(cpu_features()) && conv_candidate_serves(c, precision) && fits(g, pass).
 bool conv_candidate_eligible(const ConvCandidate& c, const ConvGeometry& g, ConvPass pass,
                              Precision precision);
+
+// c.prepare(g, pass, precision), and for an fp32 candidate serving a bf16 run, that kernel behind
+// an adapter that takes the bf16 operands the model hands a conv (the input, the output gradient:
+// takes_bf16_in and takes_bf16_d_out for the passes that read them) and widens them exactly into
+// fp32 in its own part of the scratch before the fp32 kernel runs: the same bits as the fp32
+// kernel on the widened values, the widening part of its measured time, and a pass won by an fp32
+// kernel no longer keeps the tensors it reads in fp32 for every other reader
+// (src/kernels/conv_widening.cpp). Every prepare of the model and the measurement goes through it.
+std::unique_ptr<PreparedConv> prepare_conv_candidate(const ConvCandidate& c, const ConvGeometry& g,
+                                                     ConvPass pass, Precision precision);
 
 // The candidate today's fixed rule takes for this pass (the direct kernels for small channel
 // counts, else the GEMMs, threading by shape: layers/conv2d.hpp's kAuto) at `threads` threads:

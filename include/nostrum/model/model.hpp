@@ -87,8 +87,9 @@ class Model {
   // bf16 runs hand bf16 tensors from the batch norms to the convs that take them, written in bf16
   // once instead of rounded from fp32 by each pass: the same bf16 values, so the same results.
   // - Output gradients: a conv whose backward kernels both take one
-  //   (PreparedConv::takes_bf16_d_out: nostrum's bf16 GEMM, oneDNN's bf16 primitives) gets it from
-  //   the batch norm after it. bf16_gradient_convs() counts those convs.
+  //   (PreparedConv::takes_bf16_d_out: nostrum's bf16 GEMM, oneDNN's bf16 primitives, an fp32
+  //   kernel widening it: kernels::prepare_conv_candidate) gets it from the batch norm after it.
+  //   bf16_gradient_convs() counts those convs.
   // - Activations: a residual path's inner batch norm (its output read only by the next conv and
   //   its own ReLU mask) keeps its output in bf16 where that conv's forward and weight-gradient
   //   kernels take it (takes_bf16_in). bf16_input_convs() counts those convs.
@@ -104,7 +105,8 @@ class Model {
   // hand-over this changes the values: the convs read the same bf16 values as before, but the
   // residual adds and the add's mask read their operands rounded to bf16. A stem that ends
   // batch norm, max-pool hands its output over the same way: the norm writes bf16 and the
-  // max-pool picks among those values (exact), where the first block's convs take bf16.
+  // max-pool picks among those values (exact), where the first block's convs take bf16; so does a
+  // stem that ends batch norm + ReLU (the CIFAR-style ResNets'), its norm writing bf16.
   // On by default; bf16_block_outputs() counts those blocks, the stem among them (the last
   // residual block feeds the head in fp32).
   void set_bf16_block_outputs(bool on);
