@@ -267,10 +267,9 @@ TEST_CASE("an fp32 kernel in a bf16 run takes bf16 operands, widened: the fp32 k
     return x;
   };
   int checked = 0;
-  for (const kernels::ConvGeometry& g :
-       {kernels::ConvGeometry{4, 9, 7, 16, 32, 3, 3, 1, 1},
-        kernels::ConvGeometry{3, 10, 10, 32, 16, 1, 1, 2, 0},
-        kernels::ConvGeometry{2, 12, 12, 3, 16, 7, 7, 2, 3}})
+  for (const kernels::ConvGeometry& g : {kernels::ConvGeometry{4, 9, 7, 16, 32, 3, 3, 1, 1},
+                                         kernels::ConvGeometry{3, 10, 10, 32, 16, 1, 1, 2, 0},
+                                         kernels::ConvGeometry{2, 12, 12, 3, 16, 7, 7, 2, 3}})
     for (const kernels::ConvCandidate* cand : kernels::conv_candidates())
       for (ConvPass pass : kernels::kConvPasses) {
         if (!kernels::conv_candidate_eligible(*cand, g, pass, Precision::kBf16)) continue;
