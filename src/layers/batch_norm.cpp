@@ -163,20 +163,30 @@ NOSTRUM_ALWAYS_INLINE void normalize_rows_body(Y* __restrict y, const X* __restr
                                                const float* __restrict gamma,
                                                const float* __restrict beta, int64_t rows, int C,
                                                bool relu) {
-  for (int64_t r = 0; r < rows; ++r, x += C, y += C) {
-    if (z) {
-      NOSTRUM_CHANNEL_LANES
-      for (int c = 0; c < C; ++c) {
-        const float v =
-            madd(load_value(x, c) - mean[c], invstd[c] * gamma[c], beta[c]) + load_value(z, c);
-        store_value(y, c, relu ? std::max(v, 0.0f) : v);
-      }
-      z += C;
-    } else {
-      NOSTRUM_CHANNEL_LANES
-      for (int c = 0; c < C; ++c) {
-        const float v = madd(load_value(x, c) - mean[c], invstd[c] * gamma[c], beta[c]);
-        store_value(y, c, relu ? std::max(v, 0.0f) : v);
+  // invstd * gamma once per channel slice, not per row: the same float product, so the same bits.
+  float scale[kSliceChannels];
+  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, C - c0);
+    for (int c = 0; c < n; ++c) scale[c] = invstd[c0 + c] * gamma[c0 + c];
+    const float* m = mean + c0;
+    const float* b = beta + c0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = r * C + c0;
+      const X* xr = x + at;
+      Y* yr = y + at;
+      if (z) {
+        const Z* zr = z + at;
+        NOSTRUM_CHANNEL_LANES
+        for (int c = 0; c < n; ++c) {
+          const float v = madd(load_value(xr, c) - m[c], scale[c], b[c]) + load_value(zr, c);
+          store_value(yr, c, relu ? std::max(v, 0.0f) : v);
+        }
+      } else {
+        NOSTRUM_CHANNEL_LANES
+        for (int c = 0; c < n; ++c) {
+          const float v = madd(load_value(xr, c) - m[c], scale[c], b[c]);
+          store_value(yr, c, relu ? std::max(v, 0.0f) : v);
+        }
       }
     }
   }
