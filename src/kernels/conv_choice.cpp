@@ -222,9 +222,8 @@ ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
                           const PreparedConv& kernel, ConvMeasureBuffers& buffers,
                           size_t scratch_floats) {
   const ConvGeometry& g = shape.g;
-  const size_t in_floats = size_t(g.N) * g.H * g.W * g.C;
-  const size_t out_floats = size_t(g.N) * g.P() * g.Q() * g.K;
-  const size_t weight_floats = size_t(g.K) * g.C * g.R * g.S;
+  const size_t in_floats = g.input_floats(), out_floats = g.output_floats();
+  const size_t weight_floats = g.weight_floats();
   // What the pass reads (operands 0 and 1) and writes (operand 2).
   const size_t first_floats = shape.pass == ConvPass::kBackwardData ? out_floats : in_floats;
   const size_t second_floats =

@@ -22,6 +22,17 @@ using nostrum::kernels::Precision;
 namespace kernels = nostrum::kernels;
 namespace testing = nostrum::testing;
 
+namespace {
+
+// The first n values of x rounded to bf16 words (the scalar reference rounding).
+std::vector<uint16_t> bf16_words(const float* x, size_t n) {
+  std::vector<uint16_t> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = kernels::fp32_to_bf16(x[i]);
+  return w;
+}
+
+}  // namespace
+
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",
           "[bf16][conv]") {
   double worst = 0;
@@ -91,11 +102,13 @@ TEST_CASE(
       };
       // oneDNN's bf16 primitives, nostrum's bf16 GEMM: every conv takes its gradient in bf16, and
       // every conv after an inner batch norm its input.
+      int convs = 0;  // the convs taking their gradient in bf16 (all with a batch norm after)
       for (const char* kernel : {"onednn_bf16", "gemm_bf16"}) {
         INFO(kernel);
         testing::use_conv_kernels(*m, kernel);
-        const int convs = m->bf16_gradient_convs();
+        if (convs == 0) convs = m->bf16_gradient_convs();
         CHECK(convs > 0);
+        CHECK(m->bf16_gradient_convs() == convs);
         CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
         CHECK(m->bf16_block_outputs() == (block_outputs ? c.block_outputs : 0));
         const std::vector<float> handed_over = step();
@@ -116,7 +129,7 @@ TEST_CASE(
       // An fp32 kernel in a bf16 run takes the bf16 operands widened (prepare_conv_candidate):
       // it keeps no tensor in fp32 that a bf16 kernel would take in bf16.
       testing::use_conv_kernels(*m, "gemm_openblas");
-      CHECK(m->bf16_gradient_convs() > 0);
+      CHECK(m->bf16_gradient_convs() == convs);
       CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
       CHECK(m->bf16_block_outputs() == (block_outputs ? c.block_outputs : 0));
     }
@@ -197,13 +210,8 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
   // takes them is timed so (the rounded operand, no fp32 one), an fp32 kernel too (it widens
   // them: prepare_conv_candidate); an operand the model does not hand over stays fp32.
   const kernels::ConvGeometry g{4, 8, 8, 16, 32, 3, 3, 1, 1};
-  const size_t in_floats = size_t(4) * 8 * 8 * 16, out_floats = size_t(4) * 8 * 8 * 32;
+  const size_t in_floats = g.input_floats(), out_floats = g.output_floats();
   kernels::ConvMeasureBuffers buffers;
-  const auto words_of = [](const float* x, size_t n) {
-    std::vector<uint16_t> w(n);
-    for (size_t i = 0; i < n; ++i) w[i] = kernels::fp32_to_bf16(x[i]);
-    return w;
-  };
   const kernels::ConvCandidate* onednn_bf16 = kernels::find_conv_candidate("onednn_bf16");
   const kernels::ConvCandidate* openblas = kernels::find_conv_candidate("gemm_openblas");
   REQUIRE(onednn_bf16);
@@ -228,11 +236,11 @@ TEST_CASE("the measurement times a kernel on the bf16 operands the model hands i
       const int first = 0, second = 1;
       if (c.in_bf16)
         CHECK(std::vector<uint16_t>(c.in_bf16, c.in_bf16 + in_floats) ==
-              words_of(buffers.operand(first, in_floats), in_floats));
+              bf16_words(buffers.operand(first, in_floats), in_floats));
       if (c.d_out_bf16) {
         const int which = pass == ConvPass::kBackwardData ? first : second;
         CHECK(std::vector<uint16_t>(c.d_out_bf16, c.d_out_bf16 + out_floats) ==
-              words_of(buffers.operand(which, out_floats), out_floats));
+              bf16_words(buffers.operand(which, out_floats), out_floats));
       }
       // An fp32 kernel in a bf16 run is timed on the same bf16 operands (it widens them), and
       // writes fp32; an fp32 run reads fp32 operands whatever the model hands over.
@@ -256,11 +264,6 @@ TEST_CASE("an fp32 kernel in a bf16 run takes bf16 operands, widened: the fp32 k
   // output gradient in bf16, it runs the fp32 kernel on them widened, bit for bit the fp32 kernel
   // on fp32 tensors holding those values; handed fp32 tensors, the fp32 kernel's own bits. A bf16
   // candidate and an fp32 run are left as they are.
-  const auto words_of = [](const std::vector<float>& x) {
-    std::vector<uint16_t> w(x.size());
-    for (size_t i = 0; i < x.size(); ++i) w[i] = kernels::fp32_to_bf16(x[i]);
-    return w;
-  };
   const auto widened = [](const std::vector<uint16_t>& w) {
     std::vector<float> x(w.size());
     for (size_t i = 0; i < w.size(); ++i) x[i] = kernels::bf16_to_fp32(w[i]);
@@ -286,18 +289,18 @@ TEST_CASE("an fp32 kernel in a bf16 run takes bf16 operands, widened: the fp32 k
         CHECK(kernel->takes_bf16_in() == (pass != ConvPass::kBackwardData));
         CHECK(kernel->takes_bf16_d_out() == (pass != ConvPass::kForward));
         CHECK(!kernel->writes_bf16_out());
-        const size_t in_n = size_t(g.N) * g.H * g.W * g.C;
-        const size_t out_n = size_t(g.N) * g.P() * g.Q() * g.K;
-        const size_t w_n = size_t(g.K) * g.C * g.R * g.S;
-        const std::vector<uint16_t> in_w = words_of(testing::random_vector(in_n, 11));
-        const std::vector<uint16_t> d_out_w = words_of(testing::random_vector(out_n, 12));
+        const size_t in_n = g.input_floats(), out_n = g.output_floats(), w_n = g.weight_floats();
+        const std::vector<uint16_t> in_w =
+            bf16_words(testing::random_vector(in_n, 11).data(), in_n);
+        const std::vector<uint16_t> d_out_w =
+            bf16_words(testing::random_vector(out_n, 12).data(), out_n);
         const std::vector<float> in = widened(in_w), d_out = widened(d_out_w);
         const std::vector<float> weight = testing::random_vector(w_n, 13);
         const size_t result_n = pass == ConvPass::kForward        ? out_n
                                 : pass == ConvPass::kBackwardData ? in_n
                                                                   : w_n;
-        nostrum::Arena scratch(std::max(kernel->scratch_floats(), plain->scratch_floats()) + 1,
-                               "test conv scratch");
+        // The adapter's scratch holds the fp32 kernel's after its widened operands.
+        nostrum::Arena scratch(kernel->scratch_floats() + 1, "test conv scratch");
         const auto run = [&](kernels::PreparedConv& k, bool handed) {
           std::vector<float> result(result_n, 0.0f);
           kernels::ConvCall c;

@@ -3,6 +3,8 @@
 // Input (N, H, W, C) NHWC, weights (K, C, R, S) in PyTorch's layout, output (N, P, Q, K).
 #pragma once
 
+#include <cstddef>
+
 namespace nostrum::kernels {
 
 // Output positions along one axis: a window of `kernel` taps moved by `stride` over `in` positions
@@ -18,6 +20,10 @@ struct ConvGeometry {
   int P() const { return window_output_size(H, R, stride, pad); }
   int Q() const { return window_output_size(W, S, stride, pad); }
   double forward_flops() const { return 2.0 * N * P() * Q() * K * C * R * S; }
+  // Values in the input (and its gradient), the output (and its gradient) and the weights.
+  size_t input_floats() const { return size_t(N) * H * W * C; }
+  size_t output_floats() const { return size_t(N) * P() * Q() * K; }
+  size_t weight_floats() const { return size_t(K) * C * R * S; }
 };
 
 }  // namespace nostrum::kernels
