@@ -1,10 +1,15 @@
 #!/usr/bin/python3
 """nostrum against PyTorch on the issue's benchmark cases, interleaved in one invocation: per case
-the SGEMM ceiling probe, nostrum-bench, and PyTorch in NCHW and channels_last (best of both), the
-order alternating between rounds so that drifting machine load favours neither side. nostrum maps
-its large buffers on transparent huge pages (NOSTRUM_HUGE_PAGES, on by default); PyTorch runs each
-format with glibc's malloc plain and advising huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1;
---torch-huge-pages off: plain only), and its best run counts.
+the SGEMM ceiling probe, nostrum-bench, and PyTorch, the order alternating between rounds so that
+drifting machine load favours neither side. nostrum maps its large buffers on transparent huge
+pages (NOSTRUM_HUGE_PAGES, on by default); PyTorch's configurations are NCHW and channels_last,
+each with glibc's malloc plain and advising huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1;
+--torch-huge-pages off: plain only). A selection round (round 0) runs nostrum once (it measures the
+conv table where no cache has it) and every PyTorch configuration; the --rounds compared rounds
+after it run nostrum and PyTorch's fastest configuration of the selection round, one run a side
+each, and the ratio is each side's best over the compared rounds: the same number of draws a side
+(compare_rounds.py says why). The table prints beside it the ratio of each side's best over every
+run, the selection round's included.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
                               [--blas avx512|env|both] [--steps K] [--warmup W] [--layers]
@@ -32,6 +37,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import compare_rounds  # noqa: E402
 from blas_env import blas_env  # noqa: E402
 
 CASES = {
@@ -126,7 +132,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     parser.add_argument("--cases", default="1,2,3")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="compared rounds after the selection round (one run a side each)")
     parser.add_argument("--blas", default="avx512", choices=["avx512", "env", "both"])
     parser.add_argument("--steps", type=int, default=0, help="timed steps (0: per-case default)")
     parser.add_argument("--warmup", type=int, default=2,
@@ -144,12 +151,15 @@ def main():
                         help="PyTorch with and without glibc's huge-page tunable (best of both), "
                              "or without only")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: at least one compared round")
     torch_huge_pages = (False, True) if args.torch_huge_pages == "both" else (False,)
     conv_isas = {}  # case -> oneDNN convolution implementations PyTorch ran under the cap
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
-    results = []  # (mode, case, ours, theirs_best, ceiling, core)
-    bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16 best, bf16 ceiling, its probe)
+    # Bests over the compared rounds, and (last) over every run: (nostrum's, PyTorch's).
+    results = []  # (mode, case, ours, theirs, ceiling, core, all runs)
+    bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16, bf16 ceiling, its probe, all runs)
     for mode in modes:
         env = cap_env(blas_env(mode), args.max_isa)
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -166,36 +176,36 @@ def main():
                 conv_isas[case] = torch_conv_isas(common, env)
                 print(f"# PyTorch's oneDNN convolutions ran: {sorted(conv_isas[case])}", flush=True)
             ours16, theirs16, dots = [], [], []
-            for r in range(args.rounds):
-                def run_ours():
-                    ours.append(run_json([bench] + common + ours_only
-                                         + (["--layers"] if args.layers else []),
-                                         env, args.layers))
-                    print(json.dumps(ours[-1]), flush=True)
+            selected = {}  # "fp32" / "bf16" -> PyTorch's configuration for the compared rounds
+            # Round 0 selects PyTorch's configuration (every format x allocator); rounds 1 to
+            # --rounds compare one run a side (compare_rounds.py).
+            for r in range(args.rounds + 1):
+                def run_ours(into, extra):
+                    run = run_json([bench] + common + ours_only + extra, env, args.layers)
+                    run["round"] = r
+                    into.append(run)
+                    print(json.dumps(run), flush=True)
 
-                def run_torch(into, extra):
-                    for fmt in ("nchw", "channels_last"):
-                        for huge in torch_huge_pages:
-                            run = run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
-                                           + common + ["--format", fmt] + extra,
-                                           torch_env(env, huge))
-                            if huge:
-                                run["format"] += " + huge pages"
-                            into.append(run)
-                            print(json.dumps(run), flush=True)
+                def run_torch(into, extra, precision):
+                    configs = [(fmt, huge) for fmt in ("nchw", "channels_last")
+                               for huge in torch_huge_pages] if r == 0 else [selected[precision]]
+                    for fmt, huge in configs:
+                        run = run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py")]
+                                       + common + ["--format", fmt] + extra,
+                                       torch_env(env, huge))
+                        if huge:
+                            run["format"] += " + huge pages"
+                        run["config"], run["round"] = (fmt, huge), r
+                        into.append(run)
+                        print(json.dumps(run), flush=True)
 
-                def run_theirs():
-                    run_torch(theirs, [])
-                def run_ours16():
-                    ours16.append(run_json([bench] + common + ours_only + ["--precision", "bf16"],
-                                           env))
-                    print(json.dumps(ours16[-1]), flush=True)
-
-                def run_theirs16():
-                    run_torch(theirs16, ["--precision", "bf16"])
+                order = [lambda: run_ours(ours, ["--layers"] if args.layers else []),
+                         lambda: run_torch(theirs, [], "fp32")]
+                if args.bf16:
+                    order += [lambda: run_ours(ours16, ["--precision", "bf16"]),
+                              lambda: run_torch(theirs16, ["--precision", "bf16"], "bf16")]
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
-                order = [run_ours, run_theirs] + ([run_ours16, run_theirs16] if args.bf16 else [])
                 if r % 2 == 1:
                     order.reverse()
                 for fn in order:
@@ -204,6 +214,10 @@ def main():
                     dots.append(bf16_ceiling_gflops(args.build, env))
                 g, core = sgemm_gflops(args.build, env)
                 ceilings.append(g)
+                if r == 0:
+                    selected["fp32"] = compare_rounds.chosen_config(theirs)
+                    if args.bf16:
+                        selected["bf16"] = compare_rounds.chosen_config(theirs16)
             # Peak RSS: of the runs that read the conv table from the cache (a measuring run holds
             # the measurement's buffers too), whichever round was fastest.
             for runs in (ours, ours16):
@@ -211,61 +225,77 @@ def main():
                     [x["peak_rss_mb"] for x in runs]
                 for x in runs:
                     x["steady_rss_mb"] = max(steady)
-            best_ours = max(ours, key=lambda x: x["images_per_second"])
-            best_theirs = max(theirs, key=lambda x: x["images_per_second"])
-            results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core))
+            best_ours, best_theirs = compare_rounds.compared_best(ours, theirs)
+            best_ours["measured_by"] = ours[0]
+            results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core,
+                            compare_rounds.best_of_all(ours, theirs) + ((len(ours), len(theirs)),)))
             if args.bf16:
-                bf16_results.append((case, best_ours,
-                                     max(ours16, key=lambda x: x["images_per_second"]),
-                                     max(theirs16, key=lambda x: x["images_per_second"]),
-                                     statistics.median(d for d, _ in dots), dots[-1][1]))
+                best16, best_theirs16 = compare_rounds.compared_best(ours16, theirs16)
+                best16["measured_by"] = ours16[0]
+                bf16_results.append((case, best_ours, best16, best_theirs16,
+                                     statistics.median(d for d, _ in dots), dots[-1][1],
+                                     compare_rounds.best_of_all(ours16, theirs16)
+                                     + ((len(ours16), len(theirs16)),)))
 
     print()
     if args.max_isa:
         print(f"Capped at {args.max_isa}: {cap_heading(env)}; nostrum's kernels ran "
-              + "; ".join(sorted({o.get('kernels_ran', '?') for _, _, o, _, _, _ in results}))
+              + "; ".join(sorted({o.get('kernels_ran', '?') for _, _, o, _, _, _, _ in results}))
               + "; PyTorch's oneDNN convolutions ran "
               + ", ".join(sorted(set().union(*conv_isas.values())) or ["(none logged)"]))
         print()
-    print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | nostrum GFLOP/s | "
-          f"SGEMM GFLOP/s | % of SGEMM | RSS nostrum / PyTorch MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for mode, case, o, t, ceiling, core in results:
+    print(f"Best of the {args.rounds} compared round(s) a side, PyTorch in the configuration its "
+          f"selection round ran fastest; 'all runs': each side's best over every run, the "
+          f"selection round's included (compare_rounds.py)")
+    print()
+    print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | ratio, all runs | "
+          f"nostrum GFLOP/s | SGEMM GFLOP/s | % of SGEMM | RSS nostrum / PyTorch MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for mode, case, o, t, ceiling, core, every in results:
         spec = CASES[case]
         print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} | {core} | "
               f"{o['images_per_second']:.2f} | {t['images_per_second']:.2f} ({t['format']}) | "
-              f"{o['images_per_second'] / t['images_per_second']:.2f} | {o['gflops']:.1f} | "
-              f"{ceiling:.1f} | {100 * o['gflops'] / ceiling:.0f} | "
+              f"{o['images_per_second'] / t['images_per_second']:.2f} | {all_runs_text(every)} | "
+              f"{o['gflops']:.1f} | {ceiling:.1f} | {100 * o['gflops'] / ceiling:.0f} | "
               f"{o['steady_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} |")
 
     if bf16_results:
         print()
         print("| case | nostrum fp32 img/s | nostrum bf16 img/s | bf16 / fp32 | PyTorch bf16 img/s "
-              "(format) | nostrum bf16 / PyTorch bf16 | nostrum bf16 GFLOP/s | bf16 ceiling GFLOP/s "
-              "(probe) | % of ceiling | RSS fp32 / bf16 MB |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for case, o32, o16, t16, dot, probe in bf16_results:
+              "(format) | nostrum bf16 / PyTorch bf16 | ratio, all runs | nostrum bf16 GFLOP/s | "
+              "bf16 ceiling GFLOP/s (probe) | % of ceiling | RSS fp32 / bf16 MB |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for case, o32, o16, t16, dot, probe, every in bf16_results:
             spec = CASES[case]
             print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} | "
                   f"{o32['images_per_second']:.2f} | {o16['images_per_second']:.2f} | "
                   f"{o16['images_per_second'] / o32['images_per_second']:.2f} | "
                   f"{t16['images_per_second']:.2f} ({t16['format']}) | "
-                  f"{o16['images_per_second'] / t16['images_per_second']:.2f} | {o16['gflops']:.1f} | "
+                  f"{o16['images_per_second'] / t16['images_per_second']:.2f} | "
+                  f"{all_runs_text(every)} | {o16['gflops']:.1f} | "
                   f"{dot:.1f} ({probe}) | {100 * o16['gflops'] / dot if dot else 0:.0f} | "
                   f"{o32['steady_rss_mb']:.0f} / {o16['steady_rss_mb']:.0f} |")
 
     print_chosen_kernels(results, bf16_results)
 
 
+def all_runs_text(every):
+    """The ratio of each side's best over every run: '1.10 (of 3 / 6 runs)', nostrum's / PyTorch's."""
+    (o, t), n = every[:2], every[2]
+    return f"{o['images_per_second'] / t['images_per_second']:.2f} (of {n[0]} / {n[1]} runs)"
+
+
 def kernels_text(o):
-    """'direct_avx512 x15, gemm_openblas x8 (cached)' from one nostrum-bench JSON line."""
+    """'direct_avx512 x15, gemm_openblas x8 (cached)' from one nostrum-bench JSON line; the
+    measurement's size and time from the run that measured the table (`measured_by`), if one did."""
     chosen = o.get("conv_kernels")
     if chosen is None:
         return "not recorded"
     how = f"--conv-kernel {o.get('conv_kernel', '?')}"
-    if o.get("conv_measured"):
-        how += f", {o['conv_measured']} of {o['conv_passes']} passes measured in " \
-               f"{o['conv_measure_seconds']:.1f} s"
+    m = o.get("measured_by", o)
+    if m.get("conv_measured"):
+        how += f", {m['conv_measured']} of {m['conv_passes']} passes measured in " \
+               f"{m['conv_measure_seconds']:.1f} s"
     return ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())) + f" ({how})"
 
 
@@ -273,11 +303,11 @@ def print_chosen_kernels(results, bf16_results):
     print()
     print("| case | precision | conv kernels chosen (passes each) |")
     print("|---|---|---|")
-    for mode, case, o, t, ceiling, core in results:
+    for mode, case, o, t, ceiling, core, _ in results:
         spec = CASES[case]
         print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} ({core}) | fp32 | "
               f"{kernels_text(o)} |")
-    for case, o32, o16, t16, _, _ in bf16_results:
+    for case, o32, o16, t16, _, _, _ in bf16_results:
         spec = CASES[case]
         print(f"| {case}: {spec['model']} {spec['image']} b{spec['batch']} | bf16 | "
               f"{kernels_text(o16)} |")
