@@ -1,14 +1,16 @@
 """compare.py's statistics (tools/bench/compare_rounds.py) on planted runs: the selection round
 keeps PyTorch's fastest configuration (the first of equals), the compared rounds give each side's
 best over the same number of runs and refuse unequal counts or a PyTorch run in another
-configuration, and the all-runs best counts the selection round."""
+configuration, their medians' ratio leaves the selection round out and a stalled run aside, and
+the all-runs best counts the selection round."""
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
 
-from compare_rounds import best_of_all, chosen_config, compared_best, fastest  # noqa: E402
+from compare_rounds import (best_of_all, chosen_config, compared_best,  # noqa: E402
+                            compared_median_ratio, fastest)
 
 
 def run(rate, rnd, config=None):
@@ -51,6 +53,17 @@ class ComparedRoundsTest(unittest.TestCase):
         o, t = best_of_all(self.ours, self.theirs)
         self.assertEqual(o["images_per_second"], 88.0)
         self.assertEqual(t["images_per_second"], 90.0)
+
+    def test_median_ratio_of_the_compared_rounds(self):
+        # Three compared rounds; nostrum's second stalled (40): the medians are 86 and 80.
+        cl = ("channels_last", True)
+        theirs = self.theirs + [run(78.0, 3, cl)]
+        ours = [run(70.0, 0), run(88.0, 1), run(40.0, 2), run(86.0, 3)]
+        self.assertAlmostEqual(compared_median_ratio(ours, theirs), 86.0 / 80.0)
+
+    def test_median_ratio_refuses_unequal_counts(self):
+        with self.assertRaises(ValueError):
+            compared_median_ratio(self.ours[:2], self.theirs)
 
     def test_unequal_counts_refused(self):
         with self.assertRaisesRegex(ValueError, "nostrum 2, PyTorch 3"):

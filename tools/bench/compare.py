@@ -8,8 +8,8 @@ each with glibc's malloc plain and advising huge pages (GLIBC_TUNABLES=glibc.mal
 conv table where no cache has it) and every PyTorch configuration; the --rounds compared rounds
 after it run nostrum and PyTorch's fastest configuration of the selection round, one run a side
 each, and the ratio is each side's best over the compared rounds: the same number of draws a side
-(compare_rounds.py says why). The table prints beside it the ratio of each side's best over every
-run, the selection round's included.
+(compare_rounds.py says why). The table prints beside it the ratio of the compared rounds' medians
+and that of each side's best over every run, the selection round's included.
 
 Usage: tools/bench/compare.py [--build build] [--cases 1,2,3] [--threads 2] [--rounds 1]
                               [--blas avx512|env|both] [--steps K] [--warmup W] [--layers]
@@ -157,9 +157,10 @@ def main():
     conv_isas = {}  # case -> oneDNN convolution implementations PyTorch ran under the cap
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
-    # Bests over the compared rounds, and (last) over every run: (nostrum's, PyTorch's).
-    results = []  # (mode, case, ours, theirs, ceiling, core, all runs)
-    bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16, bf16 ceiling, its probe, all runs)
+    # Bests over the compared rounds; "every": (nostrum's best of all runs, PyTorch's, (their run
+    # counts), the compared rounds' median ratio).
+    results = []  # (mode, case, ours, theirs, ceiling, core, every)
+    bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16, bf16 ceiling, its probe, every)
     for mode in modes:
         env = cap_env(blas_env(mode), args.max_isa)
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -227,15 +228,18 @@ def main():
                     x["steady_rss_mb"] = max(steady)
             best_ours, best_theirs = compare_rounds.compared_best(ours, theirs)
             best_ours["measured_by"] = ours[0]
+            every = compare_rounds.best_of_all(ours, theirs) + (
+                (len(ours), len(theirs)), compare_rounds.compared_median_ratio(ours, theirs))
             results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core,
-                            compare_rounds.best_of_all(ours, theirs) + ((len(ours), len(theirs)),)))
+                            every))
             if args.bf16:
                 best16, best_theirs16 = compare_rounds.compared_best(ours16, theirs16)
                 best16["measured_by"] = ours16[0]
                 bf16_results.append((case, best_ours, best16, best_theirs16,
                                      statistics.median(d for d, _ in dots), dots[-1][1],
                                      compare_rounds.best_of_all(ours16, theirs16)
-                                     + ((len(ours16), len(theirs16)),)))
+                                     + ((len(ours16), len(theirs16)),
+                                        compare_rounds.compared_median_ratio(ours16, theirs16))))
 
     print()
     if args.max_isa:
@@ -245,11 +249,13 @@ def main():
               + ", ".join(sorted(set().union(*conv_isas.values())) or ["(none logged)"]))
         print()
     print(f"Best of the {args.rounds} compared round(s) a side, PyTorch in the configuration its "
-          f"selection round ran fastest; 'all runs': each side's best over every run, the "
-          f"selection round's included (compare_rounds.py)")
+          f"selection round ran fastest; beside it the ratio of the compared rounds' medians, "
+          f"and of each side's best over every run, the selection round's included "
+          f"(compare_rounds.py)")
     print()
-    print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | ratio, all runs | "
-          f"nostrum GFLOP/s | SGEMM GFLOP/s | % of SGEMM | RSS nostrum / PyTorch MB |")
+    print(f"| case | BLAS | nostrum img/s | PyTorch img/s (format) | ratio | "
+          f"ratio of medians / best of all runs | nostrum GFLOP/s | SGEMM GFLOP/s | % of SGEMM | "
+          f"RSS nostrum / PyTorch MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for mode, case, o, t, ceiling, core, every in results:
         spec = CASES[case]
@@ -262,7 +268,8 @@ def main():
     if bf16_results:
         print()
         print("| case | nostrum fp32 img/s | nostrum bf16 img/s | bf16 / fp32 | PyTorch bf16 img/s "
-              "(format) | nostrum bf16 / PyTorch bf16 | ratio, all runs | nostrum bf16 GFLOP/s | "
+              "(format) | nostrum bf16 / PyTorch bf16 | ratio of medians / best of all runs | "
+              "nostrum bf16 GFLOP/s | "
               "bf16 ceiling GFLOP/s (probe) | % of ceiling | RSS fp32 / bf16 MB |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for case, o32, o16, t16, dot, probe, every in bf16_results:
@@ -280,9 +287,11 @@ def main():
 
 
 def all_runs_text(every):
-    """The ratio of each side's best over every run: '1.10 (of 3 / 6 runs)', nostrum's / PyTorch's."""
-    (o, t), n = every[:2], every[2]
-    return f"{o['images_per_second'] / t['images_per_second']:.2f} (of {n[0]} / {n[1]} runs)"
+    """The ratio of the compared rounds' medians, then that of each side's best over every run:
+    '1.18 / 1.10 (of 3 / 6 runs)', the counts nostrum's / PyTorch's."""
+    (o, t), n, median = every[:2], every[2], every[3]
+    return f"{median:.2f} / {o['images_per_second'] / t['images_per_second']:.2f} " \
+           f"(of {n[0]} / {n[1]} runs)"
 
 
 def kernels_text(o):

@@ -9,6 +9,7 @@ whose speed moves from minute to minute: the fastest of eight draws sits above t
 whatever the code. The selection round's runs still count for `best_of_all` (the older, biased
 statistic, printed beside the ratio).
 """
+import statistics
 
 
 def rate(run):
@@ -42,6 +43,15 @@ def compared_best(ours, theirs):
     if len({r["config"] for r in theirs_c}) != 1:
         raise ValueError("PyTorch's compared runs must all run the selected configuration")
     return fastest(ours_c), fastest(theirs_c)
+
+
+def compared_median_ratio(ours, theirs):
+    """nostrum's median images per second over the compared rounds divided by PyTorch's: the
+    ratio a stall in one run moves least."""
+    compared_best(ours, theirs)  # the same checks: equal counts, one configuration
+    def median(runs):
+        return statistics.median(rate(r) for r in runs if r["round"] > 0)
+    return median(ours) / median(theirs)
 
 
 def best_of_all(ours, theirs):
