@@ -70,9 +70,10 @@ TEST_CASE(
     int channels, batch, size, inner_norms;  // inner_norms: batch norms inside residual paths
     // residual blocks but the last (and a max-pool stem); the convs that read their outputs
     int block_outputs, front_convs;
+    int convs;  // every conv, downsample convs included: each has a batch norm after it
   };
   for (const Shape& c :
-       {Shape{"resnet8", 1, 4, 28, 3, 3, 5}, Shape{"resnet50", 3, 2, 32, 32, 16, 20}})
+       {Shape{"resnet8", 1, 4, 28, 3, 3, 5, 9}, Shape{"resnet50", 3, 2, 32, 32, 16, 20, 53}})
     for (bool block_outputs : {false, true}) {
       INFO(c.name << " bf16 block outputs " << block_outputs);
       nostrum::model::ModelConfig config;
@@ -102,13 +103,10 @@ TEST_CASE(
       };
       // oneDNN's bf16 primitives, nostrum's bf16 GEMM: every conv takes its gradient in bf16, and
       // every conv after an inner batch norm its input.
-      int convs = 0;  // the convs taking their gradient in bf16 (all with a batch norm after)
       for (const char* kernel : {"onednn_bf16", "gemm_bf16"}) {
         INFO(kernel);
         testing::use_conv_kernels(*m, kernel);
-        if (convs == 0) convs = m->bf16_gradient_convs();
-        CHECK(convs > 0);
-        CHECK(m->bf16_gradient_convs() == convs);
+        CHECK(m->bf16_gradient_convs() == c.convs);
         CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
         CHECK(m->bf16_block_outputs() == (block_outputs ? c.block_outputs : 0));
         const std::vector<float> handed_over = step();
@@ -123,13 +121,13 @@ TEST_CASE(
         CHECK(
             std::any_of(handed_over.begin(), handed_over.end(), [](float v) { return v != 0.0f; }));
         m->set_bf16_handover(true);
-        CHECK(m->bf16_gradient_convs() == convs);
+        CHECK(m->bf16_gradient_convs() == c.convs);
         CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
       }
       // An fp32 kernel in a bf16 run takes the bf16 operands widened (prepare_conv_candidate):
       // it keeps no tensor in fp32 that a bf16 kernel would take in bf16.
       testing::use_conv_kernels(*m, "gemm_openblas");
-      CHECK(m->bf16_gradient_convs() == convs);
+      CHECK(m->bf16_gradient_convs() == c.convs);
       CHECK(m->bf16_input_convs() == c.inner_norms + stream_convs);
       CHECK(m->bf16_block_outputs() == (block_outputs ? c.block_outputs : 0));
     }
