@@ -157,8 +157,7 @@ def main():
     conv_isas = {}  # case -> oneDNN convolution implementations PyTorch ran under the cap
     modes = ["avx512", "env"] if args.blas == "both" else [args.blas]
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
-    # Bests over the compared rounds; "every": (nostrum's best of all runs, PyTorch's, (their run
-    # counts), the compared rounds' median ratio).
+    # Bests over the compared rounds and "every" (summarise).
     results = []  # (mode, case, ours, theirs, ceiling, core, every)
     bf16_results = []  # (case, ours fp32, ours bf16, theirs bf16, bf16 ceiling, its probe, every)
     for mode in modes:
@@ -226,20 +225,13 @@ def main():
                     [x["peak_rss_mb"] for x in runs]
                 for x in runs:
                     x["steady_rss_mb"] = max(steady)
-            best_ours, best_theirs = compare_rounds.compared_best(ours, theirs)
-            best_ours["measured_by"] = ours[0]
-            every = compare_rounds.best_of_all(ours, theirs) + (
-                (len(ours), len(theirs)), compare_rounds.compared_median_ratio(ours, theirs))
+            best_ours, best_theirs, every = summarise(ours, theirs)
             results.append((mode, case, best_ours, best_theirs, statistics.median(ceilings), core,
                             every))
             if args.bf16:
-                best16, best_theirs16 = compare_rounds.compared_best(ours16, theirs16)
-                best16["measured_by"] = ours16[0]
+                best16, best_theirs16, every16 = summarise(ours16, theirs16)
                 bf16_results.append((case, best_ours, best16, best_theirs16,
-                                     statistics.median(d for d, _ in dots), dots[-1][1],
-                                     compare_rounds.best_of_all(ours16, theirs16)
-                                     + ((len(ours16), len(theirs16)),
-                                        compare_rounds.compared_median_ratio(ours16, theirs16))))
+                                     statistics.median(d for d, _ in dots), dots[-1][1], every16))
 
     print()
     if args.max_isa:
@@ -284,6 +276,17 @@ def main():
                   f"{o32['steady_rss_mb']:.0f} / {o16['steady_rss_mb']:.0f} |")
 
     print_chosen_kernels(results, bf16_results)
+
+
+def summarise(ours, theirs):
+    """One precision's runs of a case: (nostrum's best compared run, marked with the run that
+    measured the conv table, PyTorch's best compared run, "every": (nostrum's best of all runs,
+    PyTorch's, (their run counts), the compared rounds' median ratio))."""
+    best_ours, best_theirs = compare_rounds.compared_best(ours, theirs)
+    best_ours["measured_by"] = ours[0]
+    every = compare_rounds.best_of_all(ours, theirs) + (
+        (len(ours), len(theirs)), compare_rounds.compared_median_ratio(ours, theirs))
+    return best_ours, best_theirs, every
 
 
 def all_runs_text(every):

@@ -32,9 +32,9 @@ def chosen_config(selection):
     return fastest(selection)["config"]
 
 
-def compared_best(ours, theirs):
-    """(nostrum's best, PyTorch's best) over the compared rounds: the runs whose `round` is 1 or
-    later, as many of one side as of the other."""
+def compared_runs(ours, theirs):
+    """Each side's runs of the compared rounds (`round` 1 or later), checked: as many of one side
+    as of the other, at least one, PyTorch's all in one configuration."""
     ours_c = [r for r in ours if r["round"] > 0]
     theirs_c = [r for r in theirs if r["round"] > 0]
     if not ours_c or len(ours_c) != len(theirs_c):
@@ -42,16 +42,20 @@ def compared_best(ours, theirs):
                          f"nostrum {len(ours_c)}, PyTorch {len(theirs_c)}")
     if len({r["config"] for r in theirs_c}) != 1:
         raise ValueError("PyTorch's compared runs must all run the selected configuration")
+    return ours_c, theirs_c
+
+
+def compared_best(ours, theirs):
+    """(nostrum's best, PyTorch's best) over the compared rounds."""
+    ours_c, theirs_c = compared_runs(ours, theirs)
     return fastest(ours_c), fastest(theirs_c)
 
 
 def compared_median_ratio(ours, theirs):
     """nostrum's median images per second over the compared rounds divided by PyTorch's: the
     ratio a stall in one run moves least."""
-    compared_best(ours, theirs)  # the same checks: equal counts, one configuration
-    def median(runs):
-        return statistics.median(rate(r) for r in runs if r["round"] > 0)
-    return median(ours) / median(theirs)
+    ours_c, theirs_c = compared_runs(ours, theirs)
+    return statistics.median(map(rate, ours_c)) / statistics.median(map(rate, theirs_c))
 
 
 def best_of_all(ours, theirs):
