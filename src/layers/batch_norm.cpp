@@ -416,20 +416,6 @@ void synced_statistics(const ChannelStatistics& s, double* scratch, const float*
   for (int c = 0; c < C; ++c) finish_channel(s, c, total[c] / count, count, options);
 }
 
-// Rows [r0, r1) of the normalising pass, with the options' residual and bf16 tensors.
-void normalize_row_range(float* out, const float* in, const float* mean, const float* invstd,
-                         const float* gamma, const float* beta, int64_t r0, int64_t r1, int C,
-                         const BatchNormOptions& o) {
-  const int64_t at = r0 * C;
-  with_operand(out, o.out_bf16, at, [&](auto* y) {
-    with_operand(in, o.in_bf16, at, [&](const auto* x) {
-      with_operand(o.residual, o.residual_bf16, at, [&](const auto* z) {
-        normalize_rows(y, x, z, mean, invstd, gamma, beta, r1 - r0, C, o.fuse_relu);
-      });
-    });
-  });
-}
-
 // The normalising pass's operands: out = (in - mean) * invstd * gamma + beta (+ residual), ReLU.
 struct Normalization {
   float* out;
@@ -443,12 +429,21 @@ struct Normalization {
   const BatchNormOptions* options;
 };
 
-// The calling thread's share of the rows (inside a parallel region).
+// The calling thread's share of the rows (inside a parallel region), with the options' residual
+// and bf16 tensors.
 void normalize_thread_rows(const Normalization& n) {
   const int t = omp_get_thread_num(), nt = omp_get_num_threads();
   const int64_t r0 = n.rows * t / nt, r1 = n.rows * (t + 1) / nt;
-  if (r1 > r0)
-    normalize_row_range(n.out, n.in, n.mean, n.invstd, n.gamma, n.beta, r0, r1, n.C, *n.options);
+  if (r1 <= r0) return;
+  const BatchNormOptions& o = *n.options;
+  const int64_t at = r0 * n.C;
+  with_operand(n.out, o.out_bf16, at, [&](auto* y) {
+    with_operand(n.in, o.in_bf16, at, [&](const auto* x) {
+      with_operand(o.residual, o.residual_bf16, at, [&](const auto* z) {
+        normalize_rows(y, x, z, n.mean, n.invstd, n.gamma, n.beta, r1 - r0, n.C, o.fuse_relu);
+      });
+    });
+  });
 }
 
 }  // namespace
@@ -495,13 +490,9 @@ void batch_norm_forward_inference(float* out, const float* in, const float* gamm
   // the hoist: (x - mean) * (invstd * gamma) + beta (+ z), ReLU).
   float* invstd = scratch;  // C floats once per layer, not per row
   for (int c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(running_var[c] + options.eps);
+  const Normalization norm{out, in, gamma, beta, running_mean, invstd, rows, C, &options};
 #pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-    if (r1 > r0)
-      normalize_row_range(out, in, running_mean, invstd, gamma, beta, r0, r1, C, options);
-  }
+  normalize_thread_rows(norm);
 }
 
 void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float* d_out,
