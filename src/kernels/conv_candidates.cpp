@@ -13,6 +13,7 @@
 #include "nostrum/kernels/direct_conv.hpp"
 #include "nostrum/kernels/onednn_candidates.hpp"
 #include "nostrum/kernels/pixel_taps_conv.hpp"
+#include "nostrum/kernels/winograd_conv.hpp"
 #include "nostrum/layers/conv2d.hpp"
 
 namespace nostrum::kernels {
@@ -237,6 +238,7 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
                                                          &kBf16AmxPerThread,
                                                          &pixel_taps_fp32_candidate(),
                                                          &pixel_taps_bf16_candidate(),
+                                                         &winograd_bf16_candidate(),
                                                          &onednn_fp32_candidate(),
                                                          &onednn_bf16_candidate()};
   return list;

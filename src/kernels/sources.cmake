@@ -20,6 +20,8 @@ list(APPEND NOSTRUM_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/pixel_taps_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision_choice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thread_owners.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/winograd_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/winograd_conv.cpp
 )
 # Targets other than x86-64 (aarch64) build without the x86 kernels below; x86_kernels_absent.cpp
 # holds their entry points, never reached (their CPU checks are false there) and aborting if they are.
@@ -28,7 +30,8 @@ if(NOT NOSTRUM_ARCH STREQUAL "x86_64")
        ${CMAKE_CURRENT_LIST_DIR}/bf16_amx.cpp
        ${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
        ${CMAKE_CURRENT_LIST_DIR}/direct_conv_avx512.cpp ${CMAKE_CURRENT_LIST_DIR}/fma_probe_avx2.cpp
-       ${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp)
+       ${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/winograd_avx512.cpp)
   list(APPEND NOSTRUM_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86_kernels_absent.cpp)
 endif()
 # The AVX-512 kernels only: called after a run-time CPU check (direct_conv.cpp), never -march=native.
@@ -39,6 +42,9 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/fp32_gemm_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma")
 # The AVX512_BF16 loops only: called after a run-time CPU check (bf16.cpp).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bf16_avx512.cpp
+  PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mfma")
+# The Winograd transforms' AVX512_BF16 loops only: called after the candidate's CPU check.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/winograd_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mfma")
 # The AMX tile probe only: called after checking AMX_TILE, AMX_BF16 and the tile-data permission.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/amx_probe.cpp

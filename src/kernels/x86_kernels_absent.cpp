@@ -9,6 +9,7 @@
 #include "direct_conv_avx512.hpp"
 #include "fma_probe_avx2.hpp"
 #include "fp32_gemm_avx512.hpp"
+#include "winograd_avx512.hpp"
 
 namespace nostrum::kernels {
 
@@ -120,5 +121,22 @@ double fma_probe_seconds(int64_t) {
 }
 
 }  // namespace avx2
+
+namespace winograd_avx512 {
+
+void transform_weights(uint32_t*, const float*, const Shape&, bool, int, int) {
+  x86_only("winograd_avx512::transform_weights");
+}
+void transform_input(uint32_t*, int, const float*, const Shape&, int64_t, int) {
+  x86_only("winograd_avx512::transform_input");
+}
+void transform_input(uint32_t*, int, const uint16_t*, const Shape&, int64_t, int) {
+  x86_only("winograd_avx512::transform_input");
+}
+void transform_output(float*, uint16_t*, bool, const float*, int, const Shape&, int64_t, int) {
+  x86_only("winograd_avx512::transform_output");
+}
+
+}  // namespace winograd_avx512
 
 }  // namespace nostrum::kernels

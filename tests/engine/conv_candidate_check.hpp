@@ -55,13 +55,18 @@ inline std::vector<ConvGeometry> model_conv_geometries(const char* name, int cla
 
 // Odd shapes: channels not multiples of 16, odd spatial sizes, 1x1 with stride, a 7x7 on one
 // channel, strides the direct kernels take on non-square inputs, and a 2x2 window at stride 3 that
-// reads no input pixel of rows and columns 1, 4 and 7 (their data gradient is zero).
+// reads no input pixel of rows and columns 1, 4 and 7 (their data gradient is zero); and 3x3
+// stride-1 shapes that the Winograd candidate takes (a pass's input channels a multiple of 32, its
+// output channels of 16) with odd sizes (part-filled tiles), an output strip of 16, and more input
+// channels than one 384-channel block holds.
 inline std::vector<ConvGeometry> odd_conv_geometries() {
   return {conv_geometry(2, 7, 9, 3, 17, 3, 3, 1, 1),  conv_geometry(2, 9, 7, 19, 33, 3, 3, 2, 1),
           conv_geometry(2, 5, 6, 40, 24, 1, 1, 1, 0), conv_geometry(2, 8, 8, 21, 30, 1, 1, 2, 0),
           conv_geometry(1, 11, 10, 1, 5, 7, 7, 2, 3), conv_geometry(2, 6, 5, 16, 32, 3, 3, 2, 1),
           conv_geometry(1, 5, 7, 48, 16, 1, 1, 2, 0), conv_geometry(3, 6, 5, 16, 16, 3, 3, 1, 1),
-          conv_geometry(2, 8, 8, 18, 20, 2, 2, 3, 1)};
+          conv_geometry(2, 8, 8, 18, 20, 2, 2, 3, 1), conv_geometry(2, 7, 5, 32, 48, 3, 3, 1, 1),
+          conv_geometry(1, 5, 3, 16, 32, 3, 3, 1, 1), conv_geometry(1, 3, 4, 32, 416, 3, 3, 1, 1),
+          conv_geometry(1, 3, 3, 416, 16, 3, 3, 1, 1)};
 }
 
 // A pass's exact values and the absolute sums of their terms, float64.

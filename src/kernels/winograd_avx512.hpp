@@ -1,0 +1,52 @@
+// The AVX512_BF16 loops of the Winograd F(2x2, 3x3) convolution (src/kernels/winograd_conv.cpp
+// drives them): the weight transform into the bf16 GEMM's packed B strips, the input transform of
+// 4x4 tiles into A blocks of bf16 words, and the output transform back to the image. Private to
+// src/kernels; compiled with -mavx512f -mavx512bw -mavx512bf16 and called only after the CPU check.
+//
+// The transforms (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016), for
+// a 3x3 filter g, a 4x4 input tile d and its 2x2 output tile y, 16 positions xi = 4 * i + j:
+//   U = G g G^T,  V = B^T d B,  y = A^T (sum over input channels of U . V) A,
+//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
+//   A^T = [1 1 1 0; 0 1 -1 -1].
+// U and V are computed in fp32 from the operands and rounded to bf16 once; the 16 GEMMs sum their
+// products in fp32; the output transform is fp32.
+#pragma once
+
+#include <cstdint>
+
+namespace nostrum::kernels::winograd_avx512 {
+
+// One Winograd pass as a stride-1, pad-1 3x3 convolution of an (N, H, W, in) NHWC image into
+// (N, H, W, out): the forward (in = C, out = K) or the data gradient (in = K, out = C, the filter
+// turned by 180 degrees and its channels swapped). Tiles: tiles_y x tiles_x per image, row-major,
+// images one after another.
+struct Shape {
+  int H = 0, W = 0;
+  int in = 0, out = 0;  // channels: in a multiple of 32, out a multiple of 16
+  int tiles_y() const { return (H + 1) / 2; }
+  int tiles_x() const { return (W + 1) / 2; }
+};
+
+// The 16 U matrices as the bf16 GEMM's packed B (bf16_avx512::PackedB: pairs = in / 2 rows of
+// words, out columns in strips of 32), U number xi at packed + xi * pairs * out, for the pairs
+// [p0, p1). weight is (K, C, 3, 3) fp32; data_gradient: the filter of the data gradient (U from
+// weight[k][c][2 - r][2 - s], rows k, columns c), else the forward's (rows c, columns k).
+void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bool data_gradient,
+                       int p0, int p1);
+
+// Words per row of an A block: bf16_avx512::kBlockPairs (192 pairs: 384 input channels).
+// Tiles [t0, t0 + tiles) (tiles <= rows) of the image as A: for position xi and pair block kb
+// (pairs [192 kb, 192 kb + 192)), the row-major words of tile i at
+// a + ((xi * blocks + kb) * rows + i) * kBlockPairs, blocks = ceil(in / 384). From fp32 or bf16.
+void transform_input(uint32_t* a, int rows, const float* image, const Shape& s, int64_t t0,
+                     int tiles);
+void transform_input(uint32_t* a, int rows, const uint16_t* image, const Shape& s, int64_t t0,
+                     int tiles);
+
+// The GEMMs' sums m (position xi, tile i at m + (xi * rows + i) * out) of tiles [t0, t0 + tiles)
+// to the image: stored in fp32 (out), added to it (accumulate), or stored in bf16 (out_bf16
+// non-null, out then unused).
+void transform_output(float* out, uint16_t* out_bf16, bool accumulate, const float* m, int rows,
+                      const Shape& s, int64_t t0, int tiles);
+
+}  // namespace nostrum::kernels::winograd_avx512

@@ -1,0 +1,139 @@
+// The Winograd F(2x2, 3x3) candidate (kernels/winograd_conv.hpp): per call, the filters' 16
+// transforms packed as the bf16 GEMM's B; then each thread takes blocks of output tiles, and for
+// each block transforms the input tiles into 16 A blocks, runs the 16 GEMMs into 16 blocks of
+// sums and transforms those back into the output (the loops: winograd_avx512.cpp).
+#include "nostrum/kernels/winograd_conv.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "bf16_avx512.hpp"
+#include "nostrum/core/arena.hpp"
+#include "winograd_avx512.hpp"
+
+namespace nostrum::kernels {
+
+namespace {
+
+using winograd_avx512::Shape;
+
+// Tiles per block: the block's A words (16 x 2 bytes per input channel and tile) and sums (16 x
+// 4 bytes per output channel and tile) within about 1 MiB, Zen 4's L2 and more than half of the
+// Intel server cores'; a multiple of the GEMM's 14-row tiles, at most its 168-row block.
+int tiles_per_block(const Shape& s) {
+  const int tile_bytes = 16 * (2 * s.in + 4 * s.out);
+  return std::clamp((768 << 10) / tile_bytes / 14 * 14, 14, bf16_avx512::kBlockRows);
+}
+
+class PreparedWinograd final : public PreparedConv {
+ public:
+  PreparedWinograd(const ConvGeometry& g, ConvPass pass)
+      : g_(g), data_gradient_(pass == ConvPass::kBackwardData), threads_(omp_get_max_threads()) {
+    s_.H = g.H;
+    s_.W = g.W;
+    s_.in = data_gradient_ ? g.K : g.C;
+    s_.out = data_gradient_ ? g.C : g.K;
+    rows_ = tiles_per_block(s_);
+    blocks_ = (s_.in + 2 * bf16_avx512::kBlockPairs - 1) / (2 * bf16_avx512::kBlockPairs);
+    packed_words_ = Arena::padded(size_t(16) * (s_.in / 2) * s_.out);
+    a_words_ = Arena::padded(size_t(16) * blocks_ * rows_ * bf16_avx512::kBlockPairs);
+    sums_floats_ = Arena::padded(size_t(16) * rows_ * s_.out);
+  }
+  size_t scratch_floats() const override {
+    return packed_words_ + size_t(threads_) * (a_words_ + sums_floats_);
+  }
+  bool takes_bf16_in() const override { return !data_gradient_; }
+  bool takes_bf16_d_out() const override { return data_gradient_; }
+  bool writes_bf16_out() const override { return !data_gradient_; }
+
+  void run(const ConvCall& c) override {
+    uint32_t* packed = reinterpret_cast<uint32_t*>(c.scratch);
+    const int pairs = s_.in / 2;
+    const float* image = data_gradient_ ? c.d_out : c.in;
+    const uint16_t* image_bf16 = data_gradient_ ? c.d_out_bf16 : c.in_bf16;
+    float* out = data_gradient_ ? c.d_in : c.out;
+    uint16_t* out_bf16 = data_gradient_ ? nullptr : c.out_bf16;
+    const bool accumulate = data_gradient_ && c.accumulate_d_in;
+    const int64_t tiles = int64_t(c.N) * s_.tiles_y() * s_.tiles_x();
+    const int64_t block_count = (tiles + rows_ - 1) / rows_;
+#pragma omp parallel num_threads(threads_)
+    {
+      const int thread = omp_get_thread_num(), team = omp_get_num_threads();
+      // The filters' transforms, the pairs shared out (each thread its own rows of every strip).
+      winograd_avx512::transform_weights(packed, c.weight, s_, data_gradient_,
+                                         int(int64_t(pairs) * thread / team),
+                                         int(int64_t(pairs) * (thread + 1) / team));
+#pragma omp barrier
+      uint32_t* a = reinterpret_cast<uint32_t*>(c.scratch + packed_words_ +
+                                                size_t(thread) * (a_words_ + sums_floats_));
+      float* sums = reinterpret_cast<float*>(a + a_words_);
+#pragma omp for schedule(static)
+      for (int64_t block = 0; block < block_count; ++block) {
+        const int64_t t0 = block * rows_;
+        const int n = int(std::min<int64_t>(rows_, tiles - t0));
+        if (image_bf16)
+          winograd_avx512::transform_input(a, rows_, image_bf16, s_, t0, n);
+        else
+          winograd_avx512::transform_input(a, rows_, image, s_, t0, n);
+        for (int xi = 0; xi < 16; ++xi) {
+          bf16_avx512::PackedB b;
+          b.b = packed + size_t(xi) * pairs * s_.out;
+          b.pairs = pairs;
+          b.n_padded = s_.out;
+          for (int kb = 0; kb < blocks_; ++kb) {
+            const int p0 = kb * bf16_avx512::kBlockPairs;
+            bf16_avx512::gemm_block(
+                sums + size_t(xi) * rows_ * s_.out, s_.out,
+                a + (size_t(xi) * blocks_ + kb) * rows_ * bf16_avx512::kBlockPairs, false, b, p0,
+                0, n, s_.out, std::min(bf16_avx512::kBlockPairs, pairs - p0), 1.0f, 0.0f,
+                kb == 0);
+          }
+        }
+        winograd_avx512::transform_output(out, out_bf16, accumulate, sums, rows_, s_, t0, n);
+      }
+    }
+  }
+
+ private:
+  ConvGeometry g_;
+  bool data_gradient_;
+  int threads_;
+  Shape s_;
+  int rows_ = 0, blocks_ = 0;  // tiles per block; 192-pair blocks of the input channels
+  size_t packed_words_ = 0, a_words_ = 0, sums_floats_ = 0;
+};
+
+class WinogradCandidate final : public ConvCandidate {
+ public:
+  const char* name() const override { return "winograd_bf16"; }
+  const char* description() const override {
+    return "3x3 stride-1 pad-1 as Winograd F(2x2,3x3): 16 products per 2x2 output tile and "
+           "channel instead of 36, on nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16); "
+           "forward and backward-data; input channels of the pass % 32, output % 16";
+  }
+  bool available(const CpuFeatures& cpu) const override { return cpu.avx512_bf16; }
+  bool supports(Precision p) const override { return p == Precision::kBf16; }
+  bool fits(const ConvGeometry& g, ConvPass pass) const override { return winograd_fits(g, pass); }
+  std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
+                                        Precision) const override {
+    return std::make_unique<PreparedWinograd>(g, pass);
+  }
+};
+
+}  // namespace
+
+bool winograd_fits(const ConvGeometry& g, ConvPass pass) {
+  if (g.R != 3 || g.S != 3 || g.stride != 1 || g.pad != 1) return false;
+  if (pass == ConvPass::kBackwardWeights) return false;
+  const int in = pass == ConvPass::kForward ? g.C : g.K;
+  const int out = pass == ConvPass::kForward ? g.K : g.C;
+  return in % 32 == 0 && out % 16 == 0;
+}
+
+const ConvCandidate& winograd_bf16_candidate() {
+  static const WinogradCandidate c;
+  return c;
+}
+
+}  // namespace nostrum::kernels
