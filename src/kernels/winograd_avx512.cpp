@@ -37,9 +37,8 @@ inline void filter_transform(__m512 u[16], const __m512 g[9]) {
 // Words (lo[j], hi[j]) for j < 16: bf16 of two rows' 16 columns, interleaved pair by pair.
 inline __m512i pair_words(__m512 lo, __m512 hi) {
   // cvtne2ps puts lo's 16 values first, then hi's; word j takes value j and value 16 + j.
-  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
-                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
-                                         16, 0);
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
@@ -123,9 +122,9 @@ void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bo
   // Filter (row a, column b) tap t at weight + a * row_stride + b * column_stride + tap(t).
   const int64_t row_stride = data_gradient ? int64_t(s.out) * 9 : 9;
   const int column_stride = data_gradient ? 9 : s.in * 9;
-  const __m512i lanes = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-      _mm512_set1_epi32(column_stride));
+  const __m512i lanes =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(column_stride));
   for (int p = p0; p < p1; ++p)
     for (int b0 = 0; b0 < s.out; b0 += 16) {
       __m512 u[2][16];
@@ -134,7 +133,7 @@ void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bo
         __m512 g[9];
         for (int t = 0; t < 9; ++t)
           g[t] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, lanes,
-                                         f + (data_gradient ? 8 - t : t), 4);
+                                          f + (data_gradient ? 8 - t : t), 4);
         filter_transform(u[h], g);
       }
       const int j0 = b0 / kStrip * kStrip;

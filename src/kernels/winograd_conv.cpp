@@ -85,9 +85,8 @@ class PreparedWinograd final : public PreparedConv {
             const int p0 = kb * bf16_avx512::kBlockPairs;
             bf16_avx512::gemm_block(
                 sums + size_t(xi) * rows_ * s_.out, s_.out,
-                a + (size_t(xi) * blocks_ + kb) * rows_ * bf16_avx512::kBlockPairs, false, b, p0,
-                0, n, s_.out, std::min(bf16_avx512::kBlockPairs, pairs - p0), 1.0f, 0.0f,
-                kb == 0);
+                a + (size_t(xi) * blocks_ + kb) * rows_ * bf16_avx512::kBlockPairs, false, b, p0, 0,
+                n, s_.out, std::min(bf16_avx512::kBlockPairs, pairs - p0), 1.0f, 0.0f, kb == 0);
           }
         }
         winograd_avx512::transform_output(out, out_bf16, accumulate, sums, rows_, s_, t0, n);
