@@ -80,16 +80,34 @@ inline void input_transform(__m512 d[16]) {
   }
 }
 
+// The tile's position in the image: image n, its first input row and column (-1: the padding).
+struct TilePlace {
+  int64_t n;
+  int ty, tx;
+};
+inline TilePlace place(int64_t t, const Shape& s) {
+  const int64_t per_image = int64_t(s.tiles_y()) * s.tiles_x();
+  const int rest = int(t % per_image);
+  return {t / per_image, rest / s.tiles_x(), rest % s.tiles_x()};
+}
+
+// The 16 positions' words of 32 channels from c (lo: c..c+15, hi: c+16..c+31): cvtne2ps's order
+// as it is (value j of lo, then of hi), which is channel order, so word w is channels
+// (c + 2w, c + 2w + 1).
+inline void store_positions(uint32_t* words, const TileWords& at, int i, int c, const __m512 lo[16],
+                            const __m512 hi[16]) {
+  const int p = c / 2;
+  uint32_t* row = words + i * at.row_stride + (p / kBlockPairs) * at.block_stride + p % kBlockPairs;
+  for (int xi = 0; xi < 16; ++xi)
+    _mm512_storeu_si512(row + xi * at.xi_stride, (__m512i)_mm512_cvtne2ps_pbh(hi[xi], lo[xi]));
+}
+
 template <class T>
-void transform_input_of(uint32_t* a, int rows, const T* image, const Shape& s, int64_t t0,
-                        int tiles) {
-  const int ty_count = s.tiles_y(), tx_count = s.tiles_x();
-  const int64_t per_image = int64_t(ty_count) * tx_count;
-  const int blocks = (s.in + 2 * kBlockPairs - 1) / (2 * kBlockPairs);
+void transform_input_of(uint32_t* words, const TileWords& at, const T* image, const Shape& s,
+                        int64_t t0, int tiles) {
   for (int i = 0; i < tiles; ++i) {
-    const int64_t t = t0 + i, n = t / per_image;
-    const int ty = int(t % per_image) / tx_count, tx = int(t % per_image) % tx_count;
-    const int y0 = 2 * ty - 1, x0 = 2 * tx - 1;
+    const TilePlace tp = place(t0 + i, s);
+    const int y0 = 2 * tp.ty - 1, x0 = 2 * tp.tx - 1;
     for (int c = 0; c < s.in; c += 32) {
       __m512 lo[16], hi[16];
       for (int u = 0; u < 4; ++u)
@@ -99,17 +117,54 @@ void transform_input_of(uint32_t* a, int rows, const T* image, const Shape& s, i
             lo[4 * u + v] = hi[4 * u + v] = _mm512_setzero_ps();
             continue;
           }
-          load32(lo[4 * u + v], hi[4 * u + v], image + ((n * s.H + y) * s.W + x) * s.in + c);
+          load32(lo[4 * u + v], hi[4 * u + v], image + ((tp.n * s.H + y) * s.W + x) * s.in + c);
         }
       input_transform(lo);
       input_transform(hi);
-      const int kb = c / (2 * kBlockPairs), p = (c / 2) % kBlockPairs;
-      for (int xi = 0; xi < 16; ++xi) {
-        // Words of channel pairs (c, c+1), ...: cvtne2ps's order as it is (value j of lo, then
-        // of hi), which is channel order.
-        const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi[xi], lo[xi]);
-        _mm512_storeu_si512(a + ((int64_t(xi) * blocks + kb) * rows + i) * kBlockPairs + p, w);
-      }
+      store_positions(words, at, i, c, lo, hi);
+    }
+  }
+}
+
+// A dy A^T of one 2x2 block (dy[2 * a + b]) into the 16 positions (w[4 * i + j]); A's rows
+// (1, 0), (1, 1), (1, -1), (0, -1).
+inline void gradient_transform(__m512 w[16], const __m512 dy[4]) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 z[4][2];
+  for (int b = 0; b < 2; ++b) {
+    z[0][b] = dy[b];
+    z[1][b] = _mm512_add_ps(dy[b], dy[2 + b]);
+    z[2][b] = _mm512_sub_ps(dy[b], dy[2 + b]);
+    z[3][b] = _mm512_sub_ps(zero, dy[2 + b]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    w[4 * i + 0] = z[i][0];
+    w[4 * i + 1] = _mm512_add_ps(z[i][0], z[i][1]);
+    w[4 * i + 2] = _mm512_sub_ps(z[i][0], z[i][1]);
+    w[4 * i + 3] = _mm512_sub_ps(zero, z[i][1]);
+  }
+}
+
+template <class T>
+void transform_gradient_of(uint32_t* words, const TileWords& at, const T* d_out, const Shape& s,
+                           int64_t t0, int tiles) {
+  for (int i = 0; i < tiles; ++i) {
+    const TilePlace tp = place(t0 + i, s);
+    for (int k = 0; k < s.out; k += 32) {
+      __m512 lo[4], hi[4];
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+          const int y = 2 * tp.ty + a, x = 2 * tp.tx + b;
+          if (y >= s.H || x >= s.W) {  // past the image: no output, no gradient
+            lo[2 * a + b] = hi[2 * a + b] = _mm512_setzero_ps();
+            continue;
+          }
+          load32(lo[2 * a + b], hi[2 * a + b], d_out + ((tp.n * s.H + y) * s.W + x) * s.out + k);
+        }
+      __m512 w_lo[16], w_hi[16];
+      gradient_transform(w_lo, lo);
+      gradient_transform(w_hi, hi);
+      store_positions(words, at, i, k, w_lo, w_hi);
     }
   }
 }
@@ -145,13 +200,69 @@ void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bo
     }
 }
 
-void transform_input(uint32_t* a, int rows, const float* image, const Shape& s, int64_t t0,
-                     int tiles) {
-  transform_input_of(a, rows, image, s, t0, tiles);
+TileWords a_block_words(int rows, int in) {
+  const int blocks = (in + 2 * kBlockPairs - 1) / (2 * kBlockPairs);
+  TileWords at;
+  at.row_stride = kBlockPairs;
+  at.block_stride = int64_t(rows) * kBlockPairs;
+  at.xi_stride = blocks * at.block_stride;
+  return at;
 }
-void transform_input(uint32_t* a, int rows, const uint16_t* image, const Shape& s, int64_t t0,
-                     int tiles) {
-  transform_input_of(a, rows, image, s, t0, tiles);
+
+TileWords matrix_words(int64_t tiles, int channels) {
+  TileWords at;
+  at.row_stride = channels / 2;
+  at.block_stride = kBlockPairs;  // (p / 192) * 192 + p % 192 = p
+  at.xi_stride = tiles * at.row_stride;
+  return at;
+}
+
+void transform_input(uint32_t* words, const TileWords& at, const float* image, const Shape& s,
+                     int64_t t0, int tiles) {
+  transform_input_of(words, at, image, s, t0, tiles);
+}
+void transform_input(uint32_t* words, const TileWords& at, const uint16_t* image, const Shape& s,
+                     int64_t t0, int tiles) {
+  transform_input_of(words, at, image, s, t0, tiles);
+}
+void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out, const Shape& s,
+                        int64_t t0, int tiles) {
+  transform_gradient_of(words, at, d_out, s, t0, tiles);
+}
+void transform_gradient(uint32_t* words, const TileWords& at, const uint16_t* d_out, const Shape& s,
+                        int64_t t0, int tiles) {
+  transform_gradient_of(words, at, d_out, s, t0, tiles);
+}
+
+void transform_weight_gradient(float* d_weight, const float* du, const Shape& s, int k0, int k1) {
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const int64_t xi_stride = int64_t(s.out) * s.in;
+  // The 16 input channels' 3x3 gradients are 144 consecutive floats: lane c's tap t at 9c + t.
+  const __m512i lanes = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(9));
+  for (int k = k0; k < k1; ++k)
+    for (int c = 0; c < s.in; c += 16) {
+      const float* d = du + int64_t(k) * s.in + c;
+      __m512 q[3][4];  // G^T dU: rows r of the filter, columns j of the tile
+      for (int j = 0; j < 4; ++j) {
+        const __m512 d0 = _mm512_loadu_ps(d + (0 + j) * xi_stride);
+        const __m512 d1 = _mm512_loadu_ps(d + (4 + j) * xi_stride);
+        const __m512 d2 = _mm512_loadu_ps(d + (8 + j) * xi_stride);
+        const __m512 d3 = _mm512_loadu_ps(d + (12 + j) * xi_stride);
+        const __m512 sum = _mm512_mul_ps(half, _mm512_add_ps(d1, d2));
+        q[0][j] = _mm512_add_ps(d0, sum);
+        q[1][j] = _mm512_mul_ps(half, _mm512_sub_ps(d1, d2));
+        q[2][j] = _mm512_add_ps(sum, d3);
+      }
+      float* out = d_weight + (int64_t(k) * s.in + c) * 9;
+      for (int r = 0; r < 3; ++r) {
+        const __m512 sum = _mm512_mul_ps(half, _mm512_add_ps(q[r][1], q[r][2]));
+        const __m512 g[3] = {_mm512_add_ps(q[r][0], sum),
+                             _mm512_mul_ps(half, _mm512_sub_ps(q[r][1], q[r][2])),
+                             _mm512_add_ps(sum, q[r][3])};
+        for (int t = 0; t < 3; ++t) _mm512_i32scatter_ps(out + 3 * r + t, lanes, g[t], 4);
+      }
+    }
 }
 
 void transform_output(float* out, uint16_t* out_bf16, bool accumulate, const float* m, int rows,

@@ -18,8 +18,8 @@ namespace nostrum::kernels::winograd_avx512 {
 
 // One Winograd pass as a stride-1, pad-1 3x3 convolution of an (N, H, W, in) NHWC image into
 // (N, H, W, out): the forward (in = C, out = K) or the data gradient (in = K, out = C, the filter
-// turned by 180 degrees and its channels swapped). Tiles: tiles_y x tiles_x per image, row-major,
-// images one after another.
+// turned by 180 degrees and its channels swapped), or the weight gradient (in = C, out = K).
+// Tiles: tiles_y x tiles_x per image, row-major, images one after another.
 struct Shape {
   int H = 0, W = 0;
   int in = 0, out = 0;  // channels: in a multiple of 32, out a multiple of 16
@@ -34,14 +34,37 @@ struct Shape {
 void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bool data_gradient,
                        int p0, int p1);
 
-// Words per row of an A block: bf16_avx512::kBlockPairs (192 pairs: 384 input channels).
-// Tiles [t0, t0 + tiles) (tiles <= rows) of the image as A: for position xi and pair block kb
-// (pairs [192 kb, 192 kb + 192)), the row-major words of tile i at
-// a + ((xi * blocks + kb) * rows + i) * kBlockPairs, blocks = ceil(in / 384). From fp32 or bf16.
-void transform_input(uint32_t* a, int rows, const float* image, const Shape& s, int64_t t0,
-                     int tiles);
-void transform_input(uint32_t* a, int rows, const uint16_t* image, const Shape& s, int64_t t0,
-                     int tiles);
+// Where transform_input and transform_gradient write the words of position xi, tile i (of the
+// call's tiles) and channel pair p: words + xi * xi_stride + i * row_stride + (p / 192) *
+// block_stride + p % 192.
+struct TileWords {
+  int64_t xi_stride = 0, row_stride = 0, block_stride = 0;
+};
+// The forward's and the data gradient's A blocks: for position xi and pair block kb (pairs
+// [192 kb, 192 kb + 192), bf16_avx512::kBlockPairs), the row-major words of tile i at
+// a + ((xi * blocks + kb) * rows + i) * kBlockPairs, blocks = ceil(in / 384).
+TileWords a_block_words(int rows, int in);
+// The weight gradient's operands: position xi's (tiles x channels) bf16 matrix, row-major, for all
+// `tiles` tiles: value (t, c) at xi * tiles * channels + t * channels + c (as words: pairs of
+// channels).
+TileWords matrix_words(int64_t tiles, int channels);
+
+// V = B^T d B of the image's tiles [t0, t0 + tiles), in = s.in channels, rounded to bf16 (an fp32
+// image rounded to bf16 first, as a bf16 one is taken: the same bits).
+void transform_input(uint32_t* words, const TileWords& at, const float* image, const Shape& s,
+                     int64_t t0, int tiles);
+void transform_input(uint32_t* words, const TileWords& at, const uint16_t* image, const Shape& s,
+                     int64_t t0, int tiles);
+// The output gradient's tiles for the weight gradient: A dy A^T (4x4) of each 2x2 block of the
+// (N, H, W, out) gradient (0 past the image), rounded to bf16 (fp32 rounded first, as above).
+void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out, const Shape& s,
+                        int64_t t0, int tiles);
+void transform_gradient(uint32_t* words, const TileWords& at, const uint16_t* d_out, const Shape& s,
+                        int64_t t0, int tiles);
+// The weight gradient from the 16 GEMMs' sums dU (position xi: an (out x in) matrix at
+// du + xi * out * in): d_weight[k][c] = G^T dU[k][c] G for output channels [k0, k1), all input
+// channels, d_weight (out, in, 3, 3) as PyTorch's (K, C, R, S).
+void transform_weight_gradient(float* d_weight, const float* du, const Shape& s, int k0, int k1);
 
 // The GEMMs' sums m (position xi, tile i at m + (xi * rows + i) * out) of tiles [t0, t0 + tiles)
 // to the image: stored in fp32 (out), added to it (accumulate), or stored in bf16 (out_bf16

@@ -1,7 +1,9 @@
 // The Winograd F(2x2, 3x3) candidate (kernels/winograd_conv.hpp): per call, the filters' 16
 // transforms packed as the bf16 GEMM's B; then each thread takes blocks of output tiles, and for
 // each block transforms the input tiles into 16 A blocks, runs the 16 GEMMs into 16 blocks of
-// sums and transforms those back into the output (the loops: winograd_avx512.cpp).
+// sums and transforms those back into the output (the loops: winograd_avx512.cpp). The weight
+// gradient transforms every tile of the input and of the output gradient, then runs one GEMM per
+// position over all tiles (weight_gradient).
 #include "nostrum/kernels/winograd_conv.hpp"
 
 #include <omp.h>
@@ -10,6 +12,7 @@
 
 #include "bf16_avx512.hpp"
 #include "nostrum/core/arena.hpp"
+#include "nostrum/kernels/bf16.hpp"
 #include "winograd_avx512.hpp"
 
 namespace nostrum::kernels {
@@ -29,11 +32,23 @@ int tiles_per_block(const Shape& s) {
 class PreparedWinograd final : public PreparedConv {
  public:
   PreparedWinograd(const ConvGeometry& g, ConvPass pass)
-      : g_(g), data_gradient_(pass == ConvPass::kBackwardData), threads_(omp_get_max_threads()) {
+      : g_(g),
+        pass_(pass),
+        data_gradient_(pass == ConvPass::kBackwardData),
+        threads_(omp_get_max_threads()) {
     s_.H = g.H;
     s_.W = g.W;
     s_.in = data_gradient_ ? g.K : g.C;
     s_.out = data_gradient_ ? g.C : g.K;
+    if (pass == ConvPass::kBackwardWeights) {
+      // The input's and the output gradient's transformed tiles for the whole batch, then the
+      // 16 GEMMs' sums.
+      const size_t tiles = size_t(g.N) * s_.tiles_y() * s_.tiles_x();
+      packed_words_ = Arena::padded(size_t(16) * tiles * (s_.in / 2));
+      a_words_ = Arena::padded(size_t(16) * tiles * (s_.out / 2));
+      sums_floats_ = Arena::padded(size_t(16) * s_.out * s_.in);
+      return;
+    }
     rows_ = tiles_per_block(s_);
     blocks_ = (s_.in + 2 * bf16_avx512::kBlockPairs - 1) / (2 * bf16_avx512::kBlockPairs);
     packed_words_ = Arena::padded(size_t(16) * (s_.in / 2) * s_.out);
@@ -41,13 +56,15 @@ class PreparedWinograd final : public PreparedConv {
     sums_floats_ = Arena::padded(size_t(16) * rows_ * s_.out);
   }
   size_t scratch_floats() const override {
+    if (pass_ == ConvPass::kBackwardWeights) return packed_words_ + a_words_ + sums_floats_;
     return packed_words_ + size_t(threads_) * (a_words_ + sums_floats_);
   }
-  bool takes_bf16_in() const override { return !data_gradient_; }
-  bool takes_bf16_d_out() const override { return data_gradient_; }
-  bool writes_bf16_out() const override { return !data_gradient_; }
+  bool takes_bf16_in() const override { return pass_ != ConvPass::kBackwardData; }
+  bool takes_bf16_d_out() const override { return pass_ != ConvPass::kForward; }
+  bool writes_bf16_out() const override { return pass_ == ConvPass::kForward; }
 
   void run(const ConvCall& c) override {
+    if (pass_ == ConvPass::kBackwardWeights) return weight_gradient(c);
     uint32_t* packed = reinterpret_cast<uint32_t*>(c.scratch);
     const int pairs = s_.in / 2;
     const float* image = data_gradient_ ? c.d_out : c.in;
@@ -57,6 +74,7 @@ class PreparedWinograd final : public PreparedConv {
     const bool accumulate = data_gradient_ && c.accumulate_d_in;
     const int64_t tiles = int64_t(c.N) * s_.tiles_y() * s_.tiles_x();
     const int64_t block_count = (tiles + rows_ - 1) / rows_;
+    const winograd_avx512::TileWords a_at = winograd_avx512::a_block_words(rows_, s_.in);
 #pragma omp parallel num_threads(threads_)
     {
       const int thread = omp_get_thread_num(), team = omp_get_num_threads();
@@ -73,9 +91,9 @@ class PreparedWinograd final : public PreparedConv {
         const int64_t t0 = block * rows_;
         const int n = int(std::min<int64_t>(rows_, tiles - t0));
         if (image_bf16)
-          winograd_avx512::transform_input(a, rows_, image_bf16, s_, t0, n);
+          winograd_avx512::transform_input(a, a_at, image_bf16, s_, t0, n);
         else
-          winograd_avx512::transform_input(a, rows_, image, s_, t0, n);
+          winograd_avx512::transform_input(a, a_at, image, s_, t0, n);
         for (int xi = 0; xi < 16; ++xi) {
           bf16_avx512::PackedB b;
           b.b = packed + size_t(xi) * pairs * s_.out;
@@ -95,7 +113,47 @@ class PreparedWinograd final : public PreparedConv {
   }
 
  private:
+  // The weight gradient: the dot products over tiles at each of the 16 positions, dU = sum over
+  // tiles of (A dy A^T) V, one GEMM per position (output channels x input channels, the tiles the
+  // reduction, as a 1x1 convolution's weight gradient), then d_weight = G^T dU G.
+  void weight_gradient(const ConvCall& c) {
+    const int64_t tiles = int64_t(c.N) * s_.tiles_y() * s_.tiles_x();
+    uint32_t* v = reinterpret_cast<uint32_t*>(c.scratch);
+    uint32_t* w = v + packed_words_;
+    float* du = c.scratch + packed_words_ + a_words_;
+    const winograd_avx512::TileWords v_at = winograd_avx512::matrix_words(tiles, s_.in);
+    const winograd_avx512::TileWords w_at = winograd_avx512::matrix_words(tiles, s_.out);
+#pragma omp parallel num_threads(threads_)
+    {
+      const int thread = omp_get_thread_num(), team = omp_get_num_threads();
+      const int64_t t0 = tiles * thread / team, t1 = tiles * (thread + 1) / team;
+      if (c.in_bf16)
+        winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in_bf16, s_, t0,
+                                         int(t1 - t0));
+      else
+        winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in, s_, t0,
+                                         int(t1 - t0));
+      if (c.d_out_bf16)
+        winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out_bf16, s_, t0,
+                                            int(t1 - t0));
+      else
+        winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out, s_, t0,
+                                            int(t1 - t0));
+#pragma omp barrier
+        // The 16 GEMMs shared out whole, each on its thread alone (the same bits on any count).
+#pragma omp for schedule(static)
+      for (int xi = 0; xi < 16; ++xi)
+        gemm_bf16(Trans::kYes, Trans::kNo, s_.out, s_.in, int(tiles), 1.0f,
+                  reinterpret_cast<const uint16_t*>(w + xi * w_at.xi_stride), s_.out,
+                  reinterpret_cast<const uint16_t*>(v + xi * v_at.xi_stride), s_.in, 0.0f,
+                  du + int64_t(xi) * s_.out * s_.in, s_.in);
+      winograd_avx512::transform_weight_gradient(c.d_weight, du, s_, s_.out * thread / team,
+                                                 s_.out * (thread + 1) / team);
+    }
+  }
+
   ConvGeometry g_;
+  ConvPass pass_;
   bool data_gradient_;
   int threads_;
   Shape s_;
@@ -109,7 +167,8 @@ class WinogradCandidate final : public ConvCandidate {
   const char* description() const override {
     return "3x3 stride-1 pad-1 as Winograd F(2x2,3x3): 16 products per 2x2 output tile and "
            "channel instead of 36, on nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16); "
-           "forward and backward-data; input channels of the pass % 32, output % 16";
+           "all three passes; input channels of the pass % 32, output % 16 (weight gradient: both "
+           "% 32)";
   }
   bool available(const CpuFeatures& cpu) const override { return cpu.avx512_bf16; }
   bool supports(Precision p) const override { return p == Precision::kBf16; }
@@ -124,10 +183,9 @@ class WinogradCandidate final : public ConvCandidate {
 
 bool winograd_fits(const ConvGeometry& g, ConvPass pass) {
   if (g.R != 3 || g.S != 3 || g.stride != 1 || g.pad != 1) return false;
-  if (pass == ConvPass::kBackwardWeights) return false;
-  const int in = pass == ConvPass::kForward ? g.C : g.K;
-  const int out = pass == ConvPass::kForward ? g.K : g.C;
-  return in % 32 == 0 && out % 16 == 0;
+  const int in = pass == ConvPass::kBackwardData ? g.K : g.C;
+  const int out = pass == ConvPass::kBackwardData ? g.C : g.K;
+  return in % 32 == 0 && out % (pass == ConvPass::kBackwardWeights ? 32 : 16) == 0;
 }
 
 const ConvCandidate& winograd_bf16_candidate() {

@@ -127,11 +127,26 @@ namespace winograd_avx512 {
 void transform_weights(uint32_t*, const float*, const Shape&, bool, int, int) {
   x86_only("winograd_avx512::transform_weights");
 }
-void transform_input(uint32_t*, int, const float*, const Shape&, int64_t, int) {
+TileWords a_block_words(int, int) {
+  x86_only("winograd_avx512::a_block_words");
+}
+TileWords matrix_words(int64_t, int) {
+  x86_only("winograd_avx512::matrix_words");
+}
+void transform_input(uint32_t*, const TileWords&, const float*, const Shape&, int64_t, int) {
   x86_only("winograd_avx512::transform_input");
 }
-void transform_input(uint32_t*, int, const uint16_t*, const Shape&, int64_t, int) {
+void transform_input(uint32_t*, const TileWords&, const uint16_t*, const Shape&, int64_t, int) {
   x86_only("winograd_avx512::transform_input");
+}
+void transform_gradient(uint32_t*, const TileWords&, const float*, const Shape&, int64_t, int) {
+  x86_only("winograd_avx512::transform_gradient");
+}
+void transform_gradient(uint32_t*, const TileWords&, const uint16_t*, const Shape&, int64_t, int) {
+  x86_only("winograd_avx512::transform_gradient");
+}
+void transform_weight_gradient(float*, const float*, const Shape&, int, int) {
+  x86_only("winograd_avx512::transform_weight_gradient");
 }
 void transform_output(float*, uint16_t*, bool, const float*, int, const Shape&, int64_t, int) {
   x86_only("winograd_avx512::transform_output");

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
 #include "nostrum/model/model.hpp"
+#include "winograd_bound.hpp"
 
 namespace nostrum::testing {
 
@@ -176,6 +178,14 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
     const std::string what = std::string(c.name()) + " " + kernels::conv_pass_name(pass) + " " +
                              kernels::conv_shape_name(cc.g) + " threads " + std::to_string(threads);
     auto kernel = c.prepare(cc.g, pass, precision);
+    std::optional<ExactTensor> winograd;  // the Winograd candidate's bound (see below)
+    if (std::string(c.name()) == "winograd_bf16") {
+      winograd = pass == ConvPass::kForward        ? cc.out
+                 : pass == ConvPass::kBackwardData ? cc.d_in
+                                                   : cc.d_weight;
+      winograd->abs_sum = winograd_magnitudes(cc.g, pass, cc.in, cc.weight, cc.d_out);
+      winograd->terms += 16;  // the transforms' sums
+    }
     const size_t scratch_floats = kernel->scratch_floats();
     // 64-byte aligned scratch of exactly scratch_floats, then the guard.
     std::vector<float> storage(scratch_floats + kGuard + 16, kSentinel);
@@ -208,9 +218,12 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
           INFO(what << ": wrote past its scratch_floats() (" << scratch_floats << ")");
           REQUIRE(scratch[scratch_floats + i] == kSentinel);
         }
-      const ExactTensor& ref = pass == ConvPass::kForward        ? cc.out
-                               : pass == ConvPass::kBackwardData ? cc.d_in
-                                                                 : cc.d_weight;
+      const ExactTensor& exact = pass == ConvPass::kForward        ? cc.out
+                                 : pass == ConvPass::kBackwardData ? cc.d_in
+                                                                   : cc.d_weight;
+      // The Winograd candidate rounds the transformed operands, not the operands: its bound takes
+      // the magnitudes of what it rounds (winograd_bound.hpp); the value is the same.
+      const ExactTensor& ref = winograd ? *winograd : exact;
       *worst = std::max(*worst, check_close(result, ref, bound, accumulate ? &cc.d_in0 : nullptr,
                                             what + (accumulate ? " accumulate" : "")));
       if (kernel->takes_bf16_in()) {

@@ -3,17 +3,17 @@
 // against transformed filters, 16 products per 2x2 output tile and input channel where the direct
 // convolution has 36 (2.25x fewer), the transforms fused with the GEMMs a block of tiles at a
 // time so that they stay in the core's cache. Forward and backward-data (the same convolution of
-// the output gradient with the filter turned by 180 degrees); the weight gradient is left to the
-// other candidates.
+// the output gradient with the filter turned by 180 degrees), and the weight gradient (the 16
+// positions' products summed over all tiles: 16 GEMMs over the batch's transformed tiles).
 #pragma once
 
 #include "nostrum/kernels/conv_candidate.hpp"
 
 namespace nostrum::kernels {
 
-// Whether the Winograd candidate runs this pass: 3x3, stride 1, pad 1, forward or backward-data,
-// the pass's input channels (C forward, K backward-data) a multiple of 32 and its output channels
-// a multiple of 16.
+// Whether the Winograd candidate runs this pass: 3x3, stride 1, pad 1, the pass's input channels
+// (C forward and backward-weights, K backward-data) a multiple of 32 and its output channels a
+// multiple of 16 (backward-weights: 32).
 bool winograd_fits(const ConvGeometry& g, ConvPass pass);
 
 // bf16 operands (vdpbf16ps, fp32 sums; AVX512_BF16).
