@@ -1,12 +1,12 @@
 // The magnitudes the Winograd candidate rounds (kernels/winograd_conv.hpp), for its error bound in
-// the candidate tests (conv_candidate_check.hpp): it rounds the transformed operands U = G g G^T, V = B^T d B and (weight
-// gradient) A dy A^T to bf16, not the operands' products, and its outputs are sums of those
-// rounded values through the transforms. So its error is bounded by the bf16 bound (conv_candidate_
-// check.hpp's bf16_bound: each rounded factor within 2^-8 relative of its operands' magnitudes,
-// fp32 sums) applied to the sum of |transform| x |rounded factor| x |rounded factor| over what
-// the output sums, with every matrix and operand taken by its absolute value: the magnitudes of the
-// very values that are rounded, where the direct convolution's bound takes the sum of the
-// products' magnitudes (cross terms of a tile's pixels and filter taps included here).
+// the candidate tests (conv_candidate_check.hpp): it rounds the transformed operands U = G g G^T, V
+// = B^T d B and (weight gradient) A dy A^T to bf16, not the operands' products, and its outputs are
+// sums of those rounded values through the transforms. So its error is bounded by the bf16 bound
+// (conv_candidate_ check.hpp's bf16_bound: each rounded factor within 2^-8 relative of its
+// operands' magnitudes, fp32 sums) applied to the sum of |transform| x |rounded factor| x |rounded
+// factor| over what the output sums, with every matrix and operand taken by its absolute value: the
+// magnitudes of the very values that are rounded, where the direct convolution's bound takes the
+// sum of the products' magnitudes (cross terms of a tile's pixels and filter taps included here).
 #pragma once
 
 #include <array>
@@ -22,12 +22,12 @@ namespace winograd {
 using Tile = std::array<double, 16>;  // position xi = 4 * i + j
 
 constexpr double kBt[4][4] = {{1, 0, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 0, 1}};  // |B^T|
-constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0, 0, 1}};  // |G|
+constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0, 0, 1}};   // |G|
 constexpr double kAt[2][4] = {{1, 1, 1, 0}, {0, 1, 1, 1}};                              // |A^T|
 
 // |B^T| |d| |B| of the 4x4 input tile at (2 ty - 1, 2 tx - 1) of image n, channel c (C channels).
-inline Tile input_magnitude(const std::vector<float>& x, int H, int W, int C, int n, int ty,
-                            int tx, int c) {
+inline Tile input_magnitude(const std::vector<float>& x, int H, int W, int C, int n, int ty, int tx,
+                            int c) {
   double d[4][4] = {};
   for (int u = 0; u < 4; ++u)
     for (int v = 0; v < 4; ++v) {
@@ -87,7 +87,8 @@ std::vector<double> convolution_magnitudes(const std::vector<float>& x, int N, i
   for (int n = 0; n < N; ++n)
     for (int ty = 0; ty < (H + 1) / 2; ++ty)
       for (int tx = 0; tx < (W + 1) / 2; ++tx) {
-        for (int ci = 0; ci < Cin; ++ci) v[size_t(ci)] = input_magnitude(x, H, W, Cin, n, ty, tx, ci);
+        for (int ci = 0; ci < Cin; ++ci)
+          v[size_t(ci)] = input_magnitude(x, H, W, Cin, n, ty, tx, ci);
         for (int ko = 0; ko < Kout; ++ko) {
           Tile m{};
           for (int ci = 0; ci < Cin; ++ci)
@@ -117,11 +118,10 @@ inline std::vector<double> winograd_magnitudes(const kernels::ConvGeometry& g,
                                                const std::vector<float>& d_out) {
   switch (pass) {
     case kernels::ConvPass::kForward:
-      return winograd::convolution_magnitudes(in, g.N, g.H, g.W, g.C, g.K,
-                                              [&](int k, int c, double f[9]) {
-                                                for (int i = 0; i < 9; ++i)
-                                                  f[i] = weight[(size_t(k) * g.C + c) * 9 + size_t(i)];
-                                              });
+      return winograd::convolution_magnitudes(
+          in, g.N, g.H, g.W, g.C, g.K, [&](int k, int c, double f[9]) {
+            for (int i = 0; i < 9; ++i) f[i] = weight[(size_t(k) * g.C + c) * 9 + size_t(i)];
+          });
     case kernels::ConvPass::kBackwardData:
       // The output gradient convolved with the filters turned by 180 degrees, channels swapped.
       return winograd::convolution_magnitudes(
@@ -145,7 +145,8 @@ inline std::vector<double> winograd_magnitudes(const kernels::ConvGeometry& g,
         for (int k = 0; k < g.K; ++k)
           for (int c = 0; c < g.C; ++c)
             for (int xi = 0; xi < 16; ++xi)
-              du[size_t(k) * g.C + c][size_t(xi)] += w[size_t(k)][size_t(xi)] * v[size_t(c)][size_t(xi)];
+              du[size_t(k) * g.C + c][size_t(xi)] +=
+                  w[size_t(k)][size_t(xi)] * v[size_t(c)][size_t(xi)];
       }
   std::vector<double> out(size_t(g.K) * g.C * 9, 0.0);
   for (int k = 0; k < g.K; ++k)
