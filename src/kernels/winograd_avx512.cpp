@@ -34,6 +34,12 @@ inline void filter_transform(__m512 u[16], const __m512 g[9]) {
   }
 }
 
+// Lane j's offset j * stride, for the gathers and scatters over 16 filters.
+inline __m512i lane_offsets(int stride) {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32(stride));
+}
+
 // Words (lo[j], hi[j]) for j < 16: bf16 of two rows' 16 columns, interleaved pair by pair.
 inline __m512i pair_words(__m512 lo, __m512 hi) {
   // cvtne2ps puts lo's 16 values first, then hi's; word j takes value j and value 16 + j.
@@ -177,9 +183,7 @@ void transform_weights(uint32_t* packed, const float* weight, const Shape& s, bo
   // Filter (row a, column b) tap t at weight + a * row_stride + b * column_stride + tap(t).
   const int64_t row_stride = data_gradient ? int64_t(s.out) * 9 : 9;
   const int column_stride = data_gradient ? 9 : s.in * 9;
-  const __m512i lanes =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(column_stride));
+  const __m512i lanes = lane_offsets(column_stride);
   for (int p = p0; p < p1; ++p)
     for (int b0 = 0; b0 < s.out; b0 += 16) {
       __m512 u[2][16];
@@ -217,29 +221,26 @@ TileWords matrix_words(int64_t tiles, int channels) {
   return at;
 }
 
-void transform_input(uint32_t* words, const TileWords& at, const float* image, const Shape& s,
-                     int64_t t0, int tiles) {
-  transform_input_of(words, at, image, s, t0, tiles);
+void transform_input(uint32_t* words, const TileWords& at, const float* image,
+                     const uint16_t* image_bf16, const Shape& s, int64_t t0, int tiles) {
+  if (image_bf16)
+    transform_input_of(words, at, image_bf16, s, t0, tiles);
+  else
+    transform_input_of(words, at, image, s, t0, tiles);
 }
-void transform_input(uint32_t* words, const TileWords& at, const uint16_t* image, const Shape& s,
-                     int64_t t0, int tiles) {
-  transform_input_of(words, at, image, s, t0, tiles);
-}
-void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out, const Shape& s,
-                        int64_t t0, int tiles) {
-  transform_gradient_of(words, at, d_out, s, t0, tiles);
-}
-void transform_gradient(uint32_t* words, const TileWords& at, const uint16_t* d_out, const Shape& s,
-                        int64_t t0, int tiles) {
-  transform_gradient_of(words, at, d_out, s, t0, tiles);
+void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out,
+                        const uint16_t* d_out_bf16, const Shape& s, int64_t t0, int tiles) {
+  if (d_out_bf16)
+    transform_gradient_of(words, at, d_out_bf16, s, t0, tiles);
+  else
+    transform_gradient_of(words, at, d_out, s, t0, tiles);
 }
 
 void transform_weight_gradient(float* d_weight, const float* du, const Shape& s, int k0, int k1) {
   const __m512 half = _mm512_set1_ps(0.5f);
   const int64_t xi_stride = int64_t(s.out) * s.in;
   // The 16 input channels' 3x3 gradients are 144 consecutive floats: lane c's tap t at 9c + t.
-  const __m512i lanes = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(9));
+  const __m512i lanes = lane_offsets(9);
   for (int k = k0; k < k1; ++k)
     for (int c = 0; c < s.in; c += 16) {
       const float* d = du + int64_t(k) * s.in + c;
@@ -267,13 +268,10 @@ void transform_weight_gradient(float* d_weight, const float* du, const Shape& s,
 
 void transform_output(float* out, uint16_t* out_bf16, bool accumulate, const float* m, int rows,
                       const Shape& s, int64_t t0, int tiles) {
-  const int ty_count = s.tiles_y(), tx_count = s.tiles_x();
-  const int64_t per_image = int64_t(ty_count) * tx_count;
   const int64_t xi_stride = int64_t(rows) * s.out;
   for (int i = 0; i < tiles; ++i) {
-    const int64_t t = t0 + i, n = t / per_image;
-    const int ty = int(t % per_image) / tx_count, tx = int(t % per_image) % tx_count;
-    const bool second_column = 2 * tx + 1 < s.W;
+    const TilePlace tp = place(t0 + i, s);
+    const bool second_column = 2 * tp.tx + 1 < s.W;
     for (int k = 0; k < s.out; k += 16) {
       const float* mk = m + int64_t(i) * s.out + k;
       __m512 r[2][4];  // A^T m: the two output rows' four columns
@@ -286,12 +284,12 @@ void transform_output(float* out, uint16_t* out_bf16, bool accumulate, const flo
         r[1][v] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
       }
       for (int u = 0; u < 2; ++u) {
-        const int y = 2 * ty + u;
+        const int y = 2 * tp.ty + u;
         if (y >= s.H) continue;
         __m512 o[2];
         o[0] = _mm512_add_ps(_mm512_add_ps(r[u][0], r[u][1]), r[u][2]);
         o[1] = _mm512_sub_ps(_mm512_sub_ps(r[u][1], r[u][2]), r[u][3]);
-        const int64_t at = ((n * s.H + y) * s.W + 2 * tx) * s.out + k;
+        const int64_t at = ((tp.n * s.H + y) * s.W + 2 * tp.tx) * s.out + k;
         for (int v = 0; v < (second_column ? 2 : 1); ++v) {
           const int64_t e = at + int64_t(v) * s.out;
           if (out_bf16)

@@ -49,18 +49,14 @@ TileWords a_block_words(int rows, int in);
 // channels).
 TileWords matrix_words(int64_t tiles, int channels);
 
-// V = B^T d B of the image's tiles [t0, t0 + tiles), in = s.in channels, rounded to bf16 (an fp32
-// image rounded to bf16 first, as a bf16 one is taken: the same bits).
-void transform_input(uint32_t* words, const TileWords& at, const float* image, const Shape& s,
-                     int64_t t0, int tiles);
-void transform_input(uint32_t* words, const TileWords& at, const uint16_t* image, const Shape& s,
-                     int64_t t0, int tiles);
+// V = B^T d B of the image's tiles [t0, t0 + tiles), in = s.in channels, rounded to bf16: from
+// image_bf16 where it is non-null, else from the fp32 image rounded to bf16 first (the same bits).
+void transform_input(uint32_t* words, const TileWords& at, const float* image,
+                     const uint16_t* image_bf16, const Shape& s, int64_t t0, int tiles);
 // The output gradient's tiles for the weight gradient: A dy A^T (4x4) of each 2x2 block of the
-// (N, H, W, out) gradient (0 past the image), rounded to bf16 (fp32 rounded first, as above).
-void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out, const Shape& s,
-                        int64_t t0, int tiles);
-void transform_gradient(uint32_t* words, const TileWords& at, const uint16_t* d_out, const Shape& s,
-                        int64_t t0, int tiles);
+// (N, H, W, out) gradient (0 past the image), rounded to bf16; from d_out_bf16 or d_out as above.
+void transform_gradient(uint32_t* words, const TileWords& at, const float* d_out,
+                        const uint16_t* d_out_bf16, const Shape& s, int64_t t0, int tiles);
 // The weight gradient from the 16 GEMMs' sums dU (position xi: an (out x in) matrix at
 // du + xi * out * in): d_weight[k][c] = G^T dU[k][c] G for output channels [k0, k1), all input
 // channels, d_weight (out, in, 3, 3) as PyTorch's (K, C, R, S).

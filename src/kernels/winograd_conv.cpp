@@ -22,8 +22,9 @@ namespace {
 using winograd_avx512::Shape;
 
 // Tiles per block: the block's A words (16 x 2 bytes per input channel and tile) and sums (16 x
-// 4 bytes per output channel and tile) within about 1 MiB, Zen 4's L2 and more than half of the
-// Intel server cores'; a multiple of the GEMM's 14-row tiles, at most its 168-row block.
+// 4 bytes per output channel and tile) within 768 KiB, three quarters of Zen 4's 1 MiB L2 and
+// more than half of the Intel server cores'; a multiple of the GEMM's 14-row tiles, at most its
+// 168-row block.
 int tiles_per_block(const Shape& s) {
   const int tile_bytes = 16 * (2 * s.in + 4 * s.out);
   return std::clamp((768 << 10) / tile_bytes / 14 * 14, 14, bf16_avx512::kBlockRows);
@@ -32,8 +33,7 @@ int tiles_per_block(const Shape& s) {
 class PreparedWinograd final : public PreparedConv {
  public:
   PreparedWinograd(const ConvGeometry& g, ConvPass pass)
-      : g_(g),
-        pass_(pass),
+      : pass_(pass),
         data_gradient_(pass == ConvPass::kBackwardData),
         threads_(omp_get_max_threads()) {
     s_.H = g.H;
@@ -90,10 +90,7 @@ class PreparedWinograd final : public PreparedConv {
       for (int64_t block = 0; block < block_count; ++block) {
         const int64_t t0 = block * rows_;
         const int n = int(std::min<int64_t>(rows_, tiles - t0));
-        if (image_bf16)
-          winograd_avx512::transform_input(a, a_at, image_bf16, s_, t0, n);
-        else
-          winograd_avx512::transform_input(a, a_at, image, s_, t0, n);
+        winograd_avx512::transform_input(a, a_at, image, image_bf16, s_, t0, n);
         for (int xi = 0; xi < 16; ++xi) {
           bf16_avx512::PackedB b;
           b.b = packed + size_t(xi) * pairs * s_.out;
@@ -127,20 +124,12 @@ class PreparedWinograd final : public PreparedConv {
     {
       const int thread = omp_get_thread_num(), team = omp_get_num_threads();
       const int64_t t0 = tiles * thread / team, t1 = tiles * (thread + 1) / team;
-      if (c.in_bf16)
-        winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in_bf16, s_, t0,
-                                         int(t1 - t0));
-      else
-        winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in, s_, t0,
-                                         int(t1 - t0));
-      if (c.d_out_bf16)
-        winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out_bf16, s_, t0,
-                                            int(t1 - t0));
-      else
-        winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out, s_, t0,
-                                            int(t1 - t0));
+      winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in, c.in_bf16, s_, t0,
+                                       int(t1 - t0));
+      winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out, c.d_out_bf16, s_,
+                                          t0, int(t1 - t0));
 #pragma omp barrier
-        // The 16 GEMMs shared out whole, each on its thread alone (the same bits on any count).
+      // The 16 GEMMs shared out whole, each on its thread alone (the same bits on any count).
 #pragma omp for schedule(static)
       for (int xi = 0; xi < 16; ++xi)
         gemm_bf16(Trans::kYes, Trans::kNo, s_.out, s_.in, int(tiles), 1.0f,
@@ -152,7 +141,6 @@ class PreparedWinograd final : public PreparedConv {
     }
   }
 
-  ConvGeometry g_;
   ConvPass pass_;
   bool data_gradient_;
   int threads_;

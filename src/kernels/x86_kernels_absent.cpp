@@ -133,16 +133,12 @@ TileWords a_block_words(int, int) {
 TileWords matrix_words(int64_t, int) {
   x86_only("winograd_avx512::matrix_words");
 }
-void transform_input(uint32_t*, const TileWords&, const float*, const Shape&, int64_t, int) {
+void transform_input(uint32_t*, const TileWords&, const float*, const uint16_t*, const Shape&,
+                     int64_t, int) {
   x86_only("winograd_avx512::transform_input");
 }
-void transform_input(uint32_t*, const TileWords&, const uint16_t*, const Shape&, int64_t, int) {
-  x86_only("winograd_avx512::transform_input");
-}
-void transform_gradient(uint32_t*, const TileWords&, const float*, const Shape&, int64_t, int) {
-  x86_only("winograd_avx512::transform_gradient");
-}
-void transform_gradient(uint32_t*, const TileWords&, const uint16_t*, const Shape&, int64_t, int) {
+void transform_gradient(uint32_t*, const TileWords&, const float*, const uint16_t*, const Shape&,
+                        int64_t, int) {
   x86_only("winograd_avx512::transform_gradient");
 }
 void transform_weight_gradient(float*, const float*, const Shape&, int, int) {
