@@ -152,6 +152,7 @@ class PreparedWinograd final : public PreparedConv {
 class WinogradCandidate final : public ConvCandidate {
  public:
   const char* name() const override { return "winograd_bf16"; }
+  ConvRounding rounding() const override { return ConvRounding::kWinogradTransforms; }
   const char* description() const override {
     return "3x3 stride-1 pad-1 as Winograd F(2x2,3x3): 16 products per 2x2 output tile and "
            "channel instead of 36, on nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16); "

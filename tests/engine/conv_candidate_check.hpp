@@ -178,8 +178,8 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
     const std::string what = std::string(c.name()) + " " + kernels::conv_pass_name(pass) + " " +
                              kernels::conv_shape_name(cc.g) + " threads " + std::to_string(threads);
     auto kernel = c.prepare(cc.g, pass, precision);
-    std::optional<ExactTensor> winograd;  // the Winograd candidate's bound (see below)
-    if (std::string(c.name()) == "winograd_bf16") {
+    std::optional<ExactTensor> winograd;  // a Winograd candidate's bound (see below)
+    if (c.rounding() == kernels::ConvRounding::kWinogradTransforms) {
       winograd = pass == ConvPass::kForward        ? cc.out
                  : pass == ConvPass::kBackwardData ? cc.d_in
                                                    : cc.d_weight;
@@ -221,7 +221,7 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
       const ExactTensor& exact = pass == ConvPass::kForward        ? cc.out
                                  : pass == ConvPass::kBackwardData ? cc.d_in
                                                                    : cc.d_weight;
-      // The Winograd candidate rounds the transformed operands, not the operands: its bound takes
+      // A Winograd candidate rounds the transformed operands, not the operands: its bound takes
       // the magnitudes of what it rounds (winograd_bound.hpp); the value is the same.
       const ExactTensor& ref = winograd ? *winograd : exact;
       *worst = std::max(*worst, check_close(result, ref, bound, accumulate ? &cc.d_in0 : nullptr,

@@ -85,6 +85,12 @@ class PreparedConv {
   virtual bool writes_bf16_out() const { return false; }
 };
 
+// What a bf16 candidate rounds to bf16, and so which error bound it keeps (src/kernels/README.md,
+// "Tests"): the operands of the products (every candidate but one), or Winograd's transformed
+// operands (their magnitudes can exceed the operands': a weaker bound, tests/engine/
+// winograd_bound.hpp). fp32 candidates round nothing; they declare kOperands.
+enum class ConvRounding { kOperands, kWinogradTransforms };
+
 // A candidate: stateless, one instance in the registry, described by a stable name (in the
 // measured table, the cache, result.json and --conv-kernel NAME).
 class ConvCandidate {
@@ -101,6 +107,8 @@ class ConvCandidate {
   // AMX_BF16 and Linux's tile-data permission): `--precision auto` counts the AMX tile probe only
   // when the run's conv kernels can reach them.
   virtual bool reaches_amx(const CpuFeatures&) const { return false; }
+  // What its bf16 passes round (the tests hold each candidate to the bound that follows from it).
+  virtual ConvRounding rounding() const { return ConvRounding::kOperands; }
   virtual bool supports(Precision precision) const = 0;
   // Whether it can run this pass of this geometry (its shape limits; g.N is the prepared batch)
   // with the calling thread's pool (omp_get_max_threads(): the run's threads).
