@@ -2,7 +2,7 @@
 keeps PyTorch's fastest configuration (the first of equals), the compared rounds give each side's
 best over the same number of runs and refuse unequal counts or a PyTorch run in another
 configuration, their medians' ratio leaves the selection round out and a stalled run aside, and
-the all-runs best counts the selection round."""
+the all-runs best counts the selection round; compare.py's cell of those figures."""
 import os
 import sys
 import unittest
@@ -77,6 +77,23 @@ class ComparedRoundsTest(unittest.TestCase):
         theirs = self.theirs[:3] + [run(84.0, 2, ("nchw", False))]
         with self.assertRaisesRegex(ValueError, "selected configuration"):
             compared_best(self.ours, theirs)
+
+
+class AllRunsTextTest(unittest.TestCase):
+    """compare.py's table cell beside the ratio: the compared rounds' median ratio, then each
+    side's best over all its runs, with each side's own run count."""
+
+    def test_cell(self):
+        import compare  # noqa: E402 (tools/bench, on the path above)
+        cl, nchw = ("channels_last", True), ("nchw", False)
+        ours = [run(70.0, 0), run(90.0, 1), run(80.0, 2)]
+        theirs = [run(75.0, 0, nchw), run(100.0, 0, cl), run(80.0, 1, cl), run(60.0, 2, cl)]
+        best_ours, best_theirs, every = compare.summarise(ours, theirs)
+        self.assertEqual((best_ours["images_per_second"], best_theirs["images_per_second"]),
+                         (90.0, 80.0))
+        self.assertIs(best_ours["measured_by"], ours[0])
+        # medians 85 / 70; all runs 90 / 100; 3 runs of nostrum, 4 of PyTorch
+        self.assertEqual(compare.all_runs_text(every), "1.21 / 0.90 (of 3 / 4 runs)")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ Cases: 1 resnet50 224x224x3 batch 32; 2 resnet8 28x28x1 batch 128 (10 classes); 
 batch 64. Prints every JSON line it collects, then the table of ratios.
 """
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -278,23 +279,30 @@ def main():
     print_chosen_kernels(results, bf16_results)
 
 
+# One precision's runs of a case beyond the compared rounds' bests: each side's best run over all
+# its runs (the selection round included), how many runs each side made, and the ratio of the
+# compared rounds' medians.
+AllRuns = collections.namedtuple("AllRuns", "ours_best theirs_best ours_runs theirs_runs "
+                                            "median_ratio")
+
+
 def summarise(ours, theirs):
     """One precision's runs of a case: (nostrum's best compared run, marked with the run that
-    measured the conv table, PyTorch's best compared run, "every": (nostrum's best of all runs,
-    PyTorch's, (their run counts), the compared rounds' median ratio))."""
+    measured the conv table, PyTorch's best compared run, AllRuns)."""
     best_ours, best_theirs = compare_rounds.compared_best(ours, theirs)
     best_ours["measured_by"] = ours[0]
-    every = compare_rounds.best_of_all(ours, theirs) + (
-        (len(ours), len(theirs)), compare_rounds.compared_median_ratio(ours, theirs))
+    ours_best, theirs_best = compare_rounds.best_of_all(ours, theirs)
+    every = AllRuns(ours_best, theirs_best, len(ours), len(theirs),
+                    compare_rounds.compared_median_ratio(ours, theirs))
     return best_ours, best_theirs, every
 
 
 def all_runs_text(every):
     """The ratio of the compared rounds' medians, then that of each side's best over every run:
     '1.18 / 1.10 (of 3 / 6 runs)', the counts nostrum's / PyTorch's."""
-    (o, t), n, median = every[:2], every[2], every[3]
-    return f"{median:.2f} / {o['images_per_second'] / t['images_per_second']:.2f} " \
-           f"(of {n[0]} / {n[1]} runs)"
+    best_ratio = every.ours_best["images_per_second"] / every.theirs_best["images_per_second"]
+    return f"{every.median_ratio:.2f} / {best_ratio:.2f} " \
+           f"(of {every.ours_runs} / {every.theirs_runs} runs)"
 
 
 def kernels_text(o):
