@@ -2,17 +2,21 @@
 // transforms packed as the bf16 GEMM's B; then each thread takes blocks of output tiles, and for
 // each block transforms the input tiles into 16 A blocks, runs the 16 GEMMs into 16 blocks of
 // sums and transforms those back into the output (the loops: winograd_avx512.cpp). The weight
-// gradient transforms every tile of the input and of the output gradient, then runs one GEMM per
-// position over all tiles (weight_gradient).
+// gradient transforms the tiles of the input and of the output gradient a chunk at a time (within
+// the last-level cache), each chunk's 16 GEMMs, one per position, adding onto the chunks before
+// (weight_gradient).
 #include "nostrum/kernels/winograd_conv.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
 
 #include "bf16_avx512.hpp"
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/error.hpp"
 #include "nostrum/kernels/bf16.hpp"
+#include "nostrum/kernels/conv_choice.hpp"
 #include "winograd_avx512.hpp"
 
 namespace nostrum::kernels {
@@ -30,10 +34,26 @@ int tiles_per_block(const Shape& s) {
   return std::clamp((768 << 10) / tile_bytes / 14 * 14, 14, bf16_avx512::kBlockRows);
 }
 
+// The weight gradient's chunks of tiles: as few as keep the input's and the output gradient's
+// transforms of a chunk (16 positions, bf16) within chunk_bytes together, of equal size (an even
+// number of tiles: the GEMM's reduction pairs), the last one shorter.
+int64_t weight_gradient_chunk_tiles(const Shape& s, int64_t tiles, int64_t chunk_bytes) {
+  const int64_t tile_bytes = 16 * 2 * int64_t(s.in + s.out);
+  const int64_t chunks = std::max<int64_t>(1, (tiles * tile_bytes + chunk_bytes - 1) / chunk_bytes);
+  const int64_t chunk = (tiles + chunks - 1) / chunks;
+  return std::min(tiles, chunk + chunk % 2);
+}
+// The most tiles a chunk can hold (any batch up to the prepared one): at most chunk_bytes' worth.
+int64_t weight_gradient_chunk_capacity(const Shape& s, int64_t tiles, int64_t chunk_bytes) {
+  const int64_t tile_bytes = 16 * 2 * int64_t(s.in + s.out);
+  return std::min(tiles, (chunk_bytes + tile_bytes - 1) / tile_bytes + 2);
+}
+
 class PreparedWinograd final : public PreparedConv {
  public:
-  PreparedWinograd(const ConvGeometry& g, ConvPass pass)
+  PreparedWinograd(const ConvGeometry& g, ConvPass pass, int64_t chunk_bytes)
       : pass_(pass),
+        chunk_bytes_(chunk_bytes),
         data_gradient_(pass == ConvPass::kBackwardData),
         threads_(omp_get_max_threads()) {
     s_.H = g.H;
@@ -41,11 +61,14 @@ class PreparedWinograd final : public PreparedConv {
     s_.in = data_gradient_ ? g.K : g.C;
     s_.out = data_gradient_ ? g.C : g.K;
     if (pass == ConvPass::kBackwardWeights) {
-      // The input's and the output gradient's transformed tiles for the whole batch, then the
-      // 16 GEMMs' sums.
-      const size_t tiles = size_t(g.N) * s_.tiles_y() * s_.tiles_x();
-      packed_words_ = Arena::padded(size_t(16) * tiles * (s_.in / 2));
-      a_words_ = Arena::padded(size_t(16) * tiles * (s_.out / 2));
+      // The input's and the output gradient's transformed tiles for one chunk of the batch's
+      // tiles, then the 16 GEMMs' sums.
+      NOSTRUM_CHECK(chunk_bytes > 0, ShapeError, "a chunk budget of no bytes",
+                    "winograd_bf16 weight gradient");
+      chunk_capacity_ = weight_gradient_chunk_capacity(
+          s_, int64_t(g.N) * s_.tiles_y() * s_.tiles_x(), chunk_bytes);
+      packed_words_ = Arena::padded(size_t(16) * chunk_capacity_ * (s_.in / 2));
+      a_words_ = Arena::padded(size_t(16) * chunk_capacity_ * (s_.out / 2));
       sums_floats_ = Arena::padded(size_t(16) * s_.out * s_.in);
       return;
     }
@@ -118,34 +141,46 @@ class PreparedWinograd final : public PreparedConv {
     uint32_t* v = reinterpret_cast<uint32_t*>(c.scratch);
     uint32_t* w = v + packed_words_;
     float* du = c.scratch + packed_words_ + a_words_;
-    const winograd_avx512::TileWords v_at = winograd_avx512::matrix_words(tiles, s_.in);
-    const winograd_avx512::TileWords w_at = winograd_avx512::matrix_words(tiles, s_.out);
+    const int64_t chunk_tiles = weight_gradient_chunk_tiles(s_, tiles, chunk_bytes_);
+    NOSTRUM_CHECK(chunk_tiles <= chunk_capacity_, ShapeError,
+                  "a batch of " + std::to_string(c.N) + " images, more than prepared",
+                  "winograd_bf16 weight gradient");
+    const winograd_avx512::TileWords v_at = winograd_avx512::matrix_words(chunk_tiles, s_.in);
+    const winograd_avx512::TileWords w_at = winograd_avx512::matrix_words(chunk_tiles, s_.out);
 #pragma omp parallel num_threads(threads_)
     {
       const int thread = omp_get_thread_num(), team = omp_get_num_threads();
-      const int64_t t0 = tiles * thread / team, t1 = tiles * (thread + 1) / team;
-      winograd_avx512::transform_input(v + t0 * v_at.row_stride, v_at, c.in, c.in_bf16, s_, t0,
-                                       int(t1 - t0));
-      winograd_avx512::transform_gradient(w + t0 * w_at.row_stride, w_at, c.d_out, c.d_out_bf16, s_,
-                                          t0, int(t1 - t0));
+      // A chunk of tiles at a time (their transforms stay in the last-level cache), the GEMMs
+      // adding each chunk onto the sums of the chunks before it.
+      for (int64_t c0 = 0; c0 < tiles; c0 += chunk_tiles) {
+        const int64_t n = std::min<int64_t>(chunk_tiles, tiles - c0);
+        const int64_t t0 = c0 + n * thread / team, t1 = c0 + n * (thread + 1) / team;
+        winograd_avx512::transform_input(v + (t0 - c0) * v_at.row_stride, v_at, c.in, c.in_bf16, s_,
+                                         t0, int(t1 - t0));
+        winograd_avx512::transform_gradient(w + (t0 - c0) * w_at.row_stride, w_at, c.d_out,
+                                            c.d_out_bf16, s_, t0, int(t1 - t0));
 #pragma omp barrier
-      // The 16 GEMMs shared out whole, each on its thread alone (the same bits on any count).
+        // The 16 GEMMs shared out whole, each on its thread alone, the chunks in order (the same
+        // bits on any thread count).
 #pragma omp for schedule(static)
-      for (int xi = 0; xi < 16; ++xi)
-        gemm_bf16(Trans::kYes, Trans::kNo, s_.out, s_.in, int(tiles), 1.0f,
-                  reinterpret_cast<const uint16_t*>(w + xi * w_at.xi_stride), s_.out,
-                  reinterpret_cast<const uint16_t*>(v + xi * v_at.xi_stride), s_.in, 0.0f,
-                  du + int64_t(xi) * s_.out * s_.in, s_.in);
+        for (int xi = 0; xi < 16; ++xi)
+          gemm_bf16(Trans::kYes, Trans::kNo, s_.out, s_.in, int(n), 1.0f,
+                    reinterpret_cast<const uint16_t*>(w + xi * w_at.xi_stride), s_.out,
+                    reinterpret_cast<const uint16_t*>(v + xi * v_at.xi_stride), s_.in,
+                    c0 == 0 ? 0.0f : 1.0f, du + int64_t(xi) * s_.out * s_.in, s_.in);
+      }
       winograd_avx512::transform_weight_gradient(c.d_weight, du, s_, s_.out * thread / team,
                                                  s_.out * (thread + 1) / team);
     }
   }
 
   ConvPass pass_;
+  int64_t chunk_bytes_;
   bool data_gradient_;
   int threads_;
   Shape s_;
-  int rows_ = 0, blocks_ = 0;  // tiles per block; 192-pair blocks of the input channels
+  int rows_ = 0, blocks_ = 0;   // tiles per block; 192-pair blocks of the input channels
+  int64_t chunk_capacity_ = 0;  // the weight gradient's most tiles a chunk
   size_t packed_words_ = 0, a_words_ = 0, sums_floats_ = 0;
 };
 
@@ -164,11 +199,20 @@ class WinogradCandidate final : public ConvCandidate {
   bool fits(const ConvGeometry& g, ConvPass pass) const override { return winograd_fits(g, pass); }
   std::unique_ptr<PreparedConv> prepare(const ConvGeometry& g, ConvPass pass,
                                         Precision) const override {
-    return std::make_unique<PreparedWinograd>(g, pass);
+    return prepare_winograd(g, pass, kWinogradChunkBytes);
   }
 };
 
 }  // namespace
+
+std::unique_ptr<PreparedConv> prepare_winograd(const ConvGeometry& g, ConvPass pass,
+                                               int64_t weight_gradient_chunk_bytes) {
+  NOSTRUM_CHECK(winograd_fits(g, pass), ShapeError,
+                std::string("not a 3x3 stride-1 pad-1 pass with its channels in 32s: ") +
+                    conv_pass_name(pass) + " " + conv_shape_name(g),
+                "winograd_bf16");
+  return std::make_unique<PreparedWinograd>(g, pass, weight_gradient_chunk_bytes);
+}
 
 bool winograd_fits(const ConvGeometry& g, ConvPass pass) {
   if (g.R != 3 || g.S != 3 || g.stride != 1 || g.pad != 1) return false;

@@ -3,6 +3,7 @@
 // ones, all three passes, threads 1 and 2, within the bf16 bound of bf16_conv_test.cpp; and a bf16
 // model whose convs take their output gradients and inputs in bf16 against the same model rounding
 // them per pass. Reported skipped (77) on a CPU without AVX512_BF16 (tests/kernels/bf16_main.cpp).
+#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "nostrum/core/arena.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
+#include "nostrum/kernels/winograd_conv.hpp"
 #include "nostrum/model/model.hpp"
 
 using nostrum::kernels::ConvPass;
@@ -32,6 +34,66 @@ std::vector<uint16_t> bf16_words(const float* x, size_t n) {
 }
 
 }  // namespace
+
+namespace {
+
+// winograd_bf16 with its weight gradient's chunks of transformed tiles cut to a few tiles each, so
+// that a small shape runs many chunks (kernels/winograd_conv.hpp's prepare_winograd).
+class SmallChunkWinograd final : public kernels::ConvCandidate {
+ public:
+  explicit SmallChunkWinograd(int64_t chunk_bytes) : chunk_bytes_(chunk_bytes) {}
+  const char* name() const override { return "winograd_bf16 (small chunks)"; }
+  const char* description() const override { return base().description(); }
+  bool available(const nostrum::CpuFeatures& cpu) const override { return base().available(cpu); }
+  kernels::ConvRounding rounding() const override { return base().rounding(); }
+  bool supports(Precision p) const override { return base().supports(p); }
+  bool fits(const kernels::ConvGeometry& g, ConvPass pass) const override {
+    return pass == ConvPass::kBackwardWeights && base().fits(g, pass);
+  }
+  std::unique_ptr<kernels::PreparedConv> prepare(const kernels::ConvGeometry& g, ConvPass pass,
+                                                 Precision) const override {
+    return kernels::prepare_winograd(g, pass, chunk_bytes_);
+  }
+
+ private:
+  static const kernels::ConvCandidate& base() { return kernels::winograd_bf16_candidate(); }
+  int64_t chunk_bytes_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "winograd_bf16's weight gradient over many chunks of tiles: within its bound, the same "
+    "bits on 1 and 2 threads",
+    "[bf16][conv]") {
+  if (!kernels::winograd_bf16_candidate().available(nostrum::cpu_features())) return;
+  // 3 images of 9x7: 5 x 4 tiles each, 60 tiles (the last row and column part outside), 32 -> 64
+  // channels: 16 x 2 x 96 = 3,072 bytes of transforms a tile. A budget of 7 tiles: 9 chunks of 8
+  // tiles (even), the last of 4.
+  const kernels::ConvGeometry g = testing::conv_geometry(3, 9, 7, 32, 64, 3, 3, 1, 1);
+  const SmallChunkWinograd chunked(7 * 3072);
+  const testing::ConvCase cc(g);
+  double worst = 0;
+  for (int threads : {1, 2})
+    REQUIRE(testing::check_candidate(chunked, cc, Precision::kBf16, threads, testing::bf16_bound,
+                                     &worst) == 1);
+  CHECK(worst > 0.01);
+  // The chunks in order on any thread count: the same bits.
+  std::vector<std::vector<float>> results;
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    auto kernel = chunked.prepare(g, ConvPass::kBackwardWeights, Precision::kBf16);
+    nostrum::Arena scratch(kernel->scratch_floats() + 1, "test scratch");
+    results.emplace_back(cc.weight.size(), 0.0f);
+    kernels::ConvCall call;
+    call.N = g.N, call.in = cc.in.data(), call.d_out = cc.d_out.data();
+    call.d_weight = results.back().data(), call.scratch = scratch.data();
+    kernel->run(call);
+  }
+  omp_set_num_threads(saved_threads);
+  CHECK(results[0] == results[1]);
+}
 
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",
           "[bf16][conv]") {
