@@ -37,16 +37,20 @@ int tiles_per_block(const Shape& s) {
 // The weight gradient's chunks of tiles: as few as keep the input's and the output gradient's
 // transforms of a chunk (16 positions, bf16) within chunk_bytes together, of equal size (an even
 // number of tiles: the GEMM's reduction pairs), the last one shorter.
+int64_t transformed_tile_bytes(const Shape& s) {
+  return 16 * 2 * int64_t(s.in + s.out);
+}
 int64_t weight_gradient_chunk_tiles(const Shape& s, int64_t tiles, int64_t chunk_bytes) {
-  const int64_t tile_bytes = 16 * 2 * int64_t(s.in + s.out);
-  const int64_t chunks = std::max<int64_t>(1, (tiles * tile_bytes + chunk_bytes - 1) / chunk_bytes);
+  const int64_t bytes = transformed_tile_bytes(s);
+  const int64_t chunks = std::max<int64_t>(1, (tiles * bytes + chunk_bytes - 1) / chunk_bytes);
   const int64_t chunk = (tiles + chunks - 1) / chunks;
   return std::min(tiles, chunk + chunk % 2);
 }
-// The most tiles a chunk can hold (any batch up to the prepared one): at most chunk_bytes' worth.
+// The most tiles a chunk can hold, for any batch up to the prepared one: tiles / chunks is at
+// most chunk_bytes' worth, rounded up, plus one for the even rounding.
 int64_t weight_gradient_chunk_capacity(const Shape& s, int64_t tiles, int64_t chunk_bytes) {
-  const int64_t tile_bytes = 16 * 2 * int64_t(s.in + s.out);
-  return std::min(tiles, (chunk_bytes + tile_bytes - 1) / tile_bytes + 2);
+  const int64_t bytes = transformed_tile_bytes(s);
+  return std::min(tiles, (chunk_bytes + bytes - 1) / bytes + 1);
 }
 
 class PreparedWinograd final : public PreparedConv {
