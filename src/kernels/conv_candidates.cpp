@@ -250,6 +250,12 @@ const ConvCandidate* find_conv_candidate(const std::string& name) {
   return nullptr;
 }
 
+void run_and_finish_d_in(PreparedConv& k, const ConvCall& call) {
+  k.run(call);
+  if (call.finish_d_in && !k.finishes_d_in())
+    call.finish_d_in->finish(nullptr, 0, call.finish_d_in->rows());
+}
+
 bool conv_candidate_serves(const ConvCandidate& c, Precision precision) {
   return c.supports(precision) || (precision == Precision::kBf16 && c.supports(Precision::kFp32));
 }

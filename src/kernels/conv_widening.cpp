@@ -27,6 +27,7 @@ class WidenedConv final : public PreparedConv {
   }
   bool takes_bf16_in() const override { return pass_ != ConvPass::kBackwardData; }
   bool takes_bf16_d_out() const override { return pass_ != ConvPass::kForward; }
+  bool finishes_d_in() const override { return inner_->finishes_d_in(); }
   void run(const ConvCall& call) override {
     ConvGeometry g = g_;
     g.N = call.N;

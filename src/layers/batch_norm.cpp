@@ -199,41 +199,58 @@ NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA
                       int C, bool relu),
                      (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
-// a (C) += sum of g, b (C) += sum of g * (x - mean), g = dy masked by y > 0 when y is given; float
-// partials of kBlockRows rows as above. kStoreMasked (y given): g is also stored over dy.
+// a (width) += sum of g, b (width) += sum of g * (x - mean), g = dy masked by y > 0 when y is
+// given; float partials of kBlockRows rows as above. Rows of `stride` floats, of which the first
+// `width` channels (every pointer at the slice's first channel). kStoreMasked (y given): g is
+// formed from dy + add where add is given (the float add a separate pass would make), and stored
+// over dy.
 template <bool kStoreMasked, typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void gradient_sums(
     double* __restrict a, double* __restrict b,
-    std::conditional_t<kStoreMasked, float, const float>* __restrict dy, const X* __restrict x,
-    const Y* __restrict y, const float* __restrict mean, int64_t rows, int C) {
+    std::conditional_t<kStoreMasked, float, const float>* __restrict dy,
+    const float* __restrict add, const X* __restrict x, const Y* __restrict y,
+    const float* __restrict mean, int64_t rows, int64_t stride, int width) {
   float pa[kSliceChannels], pb[kSliceChannels];
-  for (int c0 = 0; c0 < C; c0 += kSliceChannels) {
-    const int n = std::min(kSliceChannels, C - c0);
+  for (int c0 = 0; c0 < width; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, width - c0);
     const float* mc = mean + c0;
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t rn = std::min(kBlockRows, rows - r0);
-      const int64_t at = r0 * C + c0;
+      const int64_t at = r0 * stride + c0;
       auto* dyr = dy + at;
       const X* xr = x + at;
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
       if (y) {
         const Y* yr = y + at;
+        const float* addr = add ? add + at : nullptr;
         for (int64_t r = 0; r < rn; ++r) {
-          NOSTRUM_CHANNEL_LANES
-          for (int c = 0; c < n; ++c) {
-            const float g = kernels::relu_grad(dyr[r * C + c], load_value(yr, r * C + c));
-            if constexpr (kStoreMasked) dyr[r * C + c] = g;
-            pa[c] += g;
-            pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
+          const int64_t o = r * stride;
+          if (addr) {
+            NOSTRUM_CHANNEL_LANES
+            for (int c = 0; c < n; ++c) {
+              const float g = kernels::relu_grad(dyr[o + c] + addr[o + c], load_value(yr, o + c));
+              if constexpr (kStoreMasked) dyr[o + c] = g;
+              pa[c] += g;
+              pb[c] = madd(g, load_value(xr, o + c) - mc[c], pb[c]);
+            }
+          } else {
+            NOSTRUM_CHANNEL_LANES
+            for (int c = 0; c < n; ++c) {
+              const float g = kernels::relu_grad(dyr[o + c], load_value(yr, o + c));
+              if constexpr (kStoreMasked) dyr[o + c] = g;
+              pa[c] += g;
+              pb[c] = madd(g, load_value(xr, o + c) - mc[c], pb[c]);
+            }
           }
         }
       } else {
         for (int64_t r = 0; r < rn; ++r) {
+          const int64_t o = r * stride;
           NOSTRUM_CHANNEL_LANES
           for (int c = 0; c < n; ++c) {
-            const float g = dyr[r * C + c];
+            const float g = dyr[o + c];
             pa[c] += g;
-            pb[c] = madd(g, load_value(xr, r * C + c) - mc[c], pb[c]);
+            pb[c] = madd(g, load_value(xr, o + c) - mc[c], pb[c]);
           }
         }
       }
@@ -249,32 +266,57 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
                                                   const float* __restrict dy, const X* __restrict x,
                                                   const Y* __restrict y,
                                                   const float* __restrict mean, int64_t rows,
-                                                  int C) {
-  gradient_sums<false>(a, b, dy, x, y, mean, rows, C);
+                                                  int64_t stride, int width) {
+  gradient_sums<false>(a, b, dy, nullptr, x, y, mean, rows, stride, width);
 }
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      backward_sum_rows,
                      (double* __restrict a, double* __restrict b, const float* __restrict dy,
                       const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
-                      int64_t rows, int C),
-                     (a, b, dy, x, y, mean, rows, C))
+                      int64_t rows, int64_t stride, int width),
+                     (a, b, dy, x, y, mean, rows, stride, width))
 
-// backward_sum_rows with y, the masked gradient also stored: dy = dy masked by y > 0, in place, and
-// a, b (C) += its sums as backward_sum_rows sums them (the same operations in the same order, so
-// the same bits as masking first and summing after).
+// backward_sum_rows with y, the masked gradient also stored: dy = (dy + add, where add is given)
+// masked by y > 0, in place, and a, b (width) += its sums as backward_sum_rows sums them (the same
+// operations in the same order, so the same bits as adding, masking, then summing).
 template <typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __restrict b,
-                                              float* __restrict dy, const X* __restrict x,
-                                              const Y* __restrict y, const float* __restrict mean,
-                                              int64_t rows, int C) {
-  gradient_sums<true>(a, b, dy, x, y, mean, rows, C);
+                                              float* __restrict dy, const float* __restrict add,
+                                              const X* __restrict x, const Y* __restrict y,
+                                              const float* __restrict mean, int64_t rows,
+                                              int64_t stride, int width) {
+  gradient_sums<true>(a, b, dy, add, x, y, mean, rows, stride, width);
 }
 NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
                      mask_sum_rows,
                      (double* __restrict a, double* __restrict b, float* __restrict dy,
-                      const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
-                      int64_t rows, int C),
-                     (a, b, dy, x, y, mean, rows, C))
+                      const float* __restrict add, const X* __restrict x, const Y* __restrict y,
+                      const float* __restrict mean, int64_t rows, int64_t stride, int width),
+                     (a, b, dy, add, x, y, mean, rows, stride, width))
+
+// dy = (dy + add, where add is given) masked by y > 0, in place: rows of `stride` floats, the first
+// `width` channels of each; the rows mask_sum_rows stores, for rows whose sums come later.
+template <typename Y>
+NOSTRUM_ALWAYS_INLINE void add_mask_rows_body(float* __restrict dy, const float* __restrict add,
+                                              const Y* __restrict y, int64_t rows, int64_t stride,
+                                              int width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * stride;
+    if (add) {
+      NOSTRUM_CHANNEL_LANES
+      for (int c = 0; c < width; ++c)
+        dy[o + c] = kernels::relu_grad(dy[o + c] + add[o + c], load_value(y, o + c));
+    } else {
+      NOSTRUM_CHANNEL_LANES
+      for (int c = 0; c < width; ++c)
+        dy[o + c] = kernels::relu_grad(dy[o + c], load_value(y, o + c));
+    }
+  }
+}
+NOSTRUM_ISA_VARIANTS(template <typename Y>, DispatchSite::kBatchNormRows, add_mask_rows,
+                     (float* __restrict dy, const float* __restrict add, const Y* __restrict y,
+                      int64_t rows, int64_t stride, int width),
+                     (dy, add, y, rows, stride, width))
 
 // dx = ca * g - ck * (x - mean) + cb (two fused multiply-adds), g = dy masked by y > 0 when y is
 // given; an fp32 dx may alias dy (so neither is restrict).
@@ -520,7 +562,7 @@ void batch_norm_backward(float* d_in, float* d_gamma, float* d_beta, const float
       if (r1 <= r0) continue;
       with_operand(in, x_bf16, r0 * C, [&](const auto* x) {
         with_operand(y_fp32, y_bf16, r0 * C, [&](const auto* y) {
-          backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C);
+          backward_sum_rows(a, b, d_out + r0 * C, x, y, save_mean, r1 - r0, C, C);
         });
       });
     }
@@ -577,35 +619,121 @@ void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint
   NOSTRUM_CHECK(norm_count >= 1 && norm_count <= 2, ShapeError,
                 "the add + ReLU backward sums for one or two batch norms",
                 std::to_string(norm_count) + " asked");
-  const RowChunks chunks(rows);
-  // A chunk in pieces of kPieceRows rows (a multiple of kBlockRows, so the float partials group the
-  // rows as one call over the chunk would): the second norm's sums read the piece while it is in
-  // cache.
-  constexpr int64_t kPieceRows = 8 * kBlockRows;
+  AddReluBackward(d_sum, out, out_bf16, rows, C, norms, norm_count).finish(nullptr, 0, rows);
+}
+
+AddReluBackward::AddReluBackward(float* d_sum, const float* out, const uint16_t* out_bf16,
+                                 int64_t rows, int C, const NormSumsRequest* norms, int norm_count)
+    : d_sum_(d_sum),
+      out_(out),
+      out_bf16_(out_bf16),
+      rows_(rows),
+      C_(C),
+      norms_(norms),
+      norm_count_(norm_count) {
+  NOSTRUM_CHECK(norm_count >= 0 && norm_count <= 2, ShapeError,
+                "the add + ReLU backward sums for at most two batch norms",
+                std::to_string(norm_count) + " asked");
+}
+
+void AddReluBackward::finish(const float* add, int64_t r0, int64_t r1) {
+  NOSTRUM_CHECK(r0 == done_ && r1 > r0 && r1 <= rows_, ShapeError,
+                "the add + ReLU backward finishes rows in order",
+                "rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") after " +
+                    std::to_string(done_) + " of " + std::to_string(rows_));
+  const int C = C_;
+  if (norm_count_ == 0) {  // no sums: the mask alone, the pool's threads each a share of the rows
+#pragma omp parallel
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t a = r0 + (r1 - r0) * t / nt, b = r0 + (r1 - r0) * (t + 1) / nt;
+      if (b > a)
+        with_operand(out_, out_bf16_, a * C, [&](const auto* y) {
+          add_mask_rows(d_sum_ + a * C, add ? add + (a - r0) * C : nullptr, y, b - a, C, C);
+        });
+    }
+    done_ = r1;
+    return;
+  }
+  const RowChunks chunks(rows_);
+  // The row chunks this call touches, and channel slices (multiples of 16 channels) enough to
+  // give every thread work where the chunks are fewer than the threads.
+  const int64_t k0 = r0 / chunks.per, k1 = (r1 - 1) / chunks.per + 1;
+  const int threads = omp_get_max_threads();
+  const int lane_groups = std::max(1, C / 16);
+  const int slices =
+      int(std::clamp<int64_t>((threads + (k1 - k0) - 1) / (k1 - k0), 1, lane_groups));
+  const int64_t items = (k1 - k0) * slices;
+  // A chunk is rows [begin, end): its sums take 16-row blocks from begin, so a block that this
+  // call ends inside is summed by the next call (its rows are masked now).
+  const auto block_floor = [](int64_t begin, int64_t r) {
+    return begin + (r - begin) / kBlockRows * kBlockRows;
+  };
+  constexpr int64_t kPieceRows = 8 * kBlockRows;  // the second norm reads a piece still in cache
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks.count; ++k) {
-    for (int i = 0; i < norm_count; ++i)
-      for (int c = 0; c < C; ++c)
-        norms[i].sums[k * C + c] = norms[i].sums[(kChunks + k) * C + c] = 0.0;
-    const int64_t r0 = chunks.begin(k), r1 = chunks.end(k);
-    for (int64_t p = r0; p < r1; p += kPieceRows) {
-      const int64_t n = std::min(kPieceRows, r1 - p);
-      const NormSumsRequest& first = norms[0];
-      with_operand(first.in, first.in_bf16, p * C, [&](const auto* x) {
-        with_operand(out, out_bf16, p * C, [&](const auto* y) {
-          mask_sum_rows(first.sums + k * C, first.sums + (kChunks + k) * C, d_sum + p * C, x, y,
-                        first.save_mean, n, C);
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t k = k0 + item / slices;
+    const int slice = int(item % slices);
+    const int c0 = int(int64_t(lane_groups) * slice / slices) * 16;
+    const int c1 = slice + 1 == slices ? C : int(int64_t(lane_groups) * (slice + 1) / slices) * 16;
+    const int width = c1 - c0;
+    const int64_t begin = chunks.begin(k), end = chunks.end(k);
+    const int64_t new_lo = std::max(r0, begin), new_hi = std::min(r1, end);
+    const int64_t sum_lo = r0 <= begin ? begin : block_floor(begin, r0);
+    const int64_t sum_hi = r1 >= end ? end : block_floor(begin, r1);
+    if (r0 <= begin)
+      for (int i = 0; i < norm_count_; ++i)
+        for (int c = c0; c < c1; ++c)
+          norms_[i].sums[k * C + c] = norms_[i].sums[(kChunks + k) * C + c] = 0.0;
+    // Rows [from, to) masked (with their partial added), sums not yet taken.
+    const auto mask_rows = [&](int64_t from, int64_t to) {
+      if (to <= from) return;
+      with_operand(out_, out_bf16_, from * C + c0, [&](const auto* y) {
+        add_mask_rows(d_sum_ + from * C + c0, add ? add + (from - r0) * C + c0 : nullptr, y,
+                      to - from, C, width);
+      });
+    };
+    // The sums of masked rows [from, to) for norm i.
+    const auto sum_masked = [&](int i, int64_t from, int64_t to) {
+      const NormSumsRequest& q = norms_[i];
+      with_operand(q.in, q.in_bf16, from * C + c0, [&](const auto* x) {
+        backward_sum_rows(q.sums + k * C + c0, q.sums + (kChunks + k) * C + c0,
+                          d_sum_ + from * C + c0, x, static_cast<const float*>(nullptr),
+                          q.save_mean + c0, to - from, C, width);
+      });
+    };
+    int64_t row = new_lo;
+    if (sum_lo < new_lo) {
+      // A block an earlier call ended inside: its new rows masked, then the block summed if whole.
+      const int64_t block_end = std::min(sum_lo + kBlockRows, end);
+      row = std::min(new_hi, block_end);
+      mask_rows(new_lo, row);
+      if (row == block_end)
+        for (int i = 0; i < norm_count_; ++i) sum_masked(i, sum_lo, row);
+    }
+    const int64_t tail = std::max(row, sum_hi);
+    // Whole blocks: add, mask and the first norm's sums in one pass, the second's on the piece.
+    for (; row < sum_hi; row += kPieceRows) {
+      const int64_t n = std::min(kPieceRows, sum_hi - row);
+      const NormSumsRequest& first = norms_[0];
+      with_operand(first.in, first.in_bf16, row * C + c0, [&](const auto* x) {
+        with_operand(out_, out_bf16_, row * C + c0, [&](const auto* y) {
+          mask_sum_rows(first.sums + k * C + c0, first.sums + (kChunks + k) * C + c0,
+                        d_sum_ + row * C + c0, add ? add + (row - r0) * C + c0 : nullptr, x, y,
+                        first.save_mean + c0, n, C, width);
         });
       });
-      if (norm_count == 2) {
-        const NormSumsRequest& second = norms[1];
-        with_operand(second.in, second.in_bf16, p * C, [&](const auto* x) {
-          backward_sum_rows(second.sums + k * C, second.sums + (kChunks + k) * C, d_sum + p * C, x,
-                            static_cast<const float*>(nullptr), second.save_mean, n, C);
-        });
-      }
+      if (norm_count_ == 2) sum_masked(1, row, row + n);
     }
+    // The start of a block this call ends inside: masked now, summed by the next call.
+    mask_rows(tail, new_hi);
   }
+  done_ = r1;
+  if (r1 == rows_)  // chunks past the last row (fewer rows than chunks x per): zero sums
+    for (int64_t k = chunks.count; k-- > 0 && chunks.begin(k) >= chunks.end(k);)
+      for (int i = 0; i < norm_count_; ++i)
+        for (int c = 0; c < C; ++c)
+          norms_[i].sums[k * C + c] = norms_[i].sums[(kChunks + k) * C + c] = 0.0;
 }
 
 }  // namespace nostrum::layers

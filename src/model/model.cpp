@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "nostrum/core/error.hpp"
@@ -467,7 +468,7 @@ void forward_layer(const Pass& s, const Layer& l, const float* residual = nullpt
 }
 
 void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d_output,
-                   bool accumulate) {
+                   bool accumulate, kernels::DInFinisher* finish_d_input) {
   // The weight gradient first: it is ready for the allreduce before the data gradient runs.
   // A bf16 output gradient (the batch norm after the conv wrote it in the fp32 buffer's place).
   const uint16_t* d_output_bf16 =
@@ -496,18 +497,21 @@ void conv_backward(const Pass& s, const Layer& l, float* d_input, const float* d
     c.weight = s.param(l, entry::kWeight).value;
     c.d_in = d_input;
     c.accumulate_d_in = accumulate;
+    c.finish_d_in = finish_d_input;
     c.scratch = s.conv_scratch;
-    l.kernel[int(kernels::ConvPass::kBackwardData)]->run(c);
+    kernels::run_and_finish_d_in(*l.kernel[int(kernels::ConvPass::kBackwardData)], c);
   });
 }
 
-// d_input = the gradient of l's input from d_output (+= with accumulate: convs only). A batch
-// norm may work in place (d_input == d_output); the other kinds may not.
-void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_output,
-                    bool accumulate) {
-  NOSTRUM_CHECK(!accumulate || l.kind == LayerKind::kConv, ShapeError,
+// d_input = the gradient of l's input from d_output (+= with accumulate: convs only), then
+// finished by finish_d_input where given (convs only). A batch norm may work in place (d_input ==
+// d_output); the other kinds may not.
+void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_output, bool accumulate,
+                    kernels::DInFinisher* finish_d_input = nullptr) {
+  NOSTRUM_CHECK((!accumulate && !finish_d_input) || l.kind == LayerKind::kConv, ShapeError,
                 "only a conv can add its input gradient onto another", "layer " + l.name);
-  if (runs_conv_kernels(l)) return conv_backward(s, l, d_input, d_output, accumulate);
+  if (runs_conv_kernels(l))
+    return conv_backward(s, l, d_input, d_output, accumulate, finish_d_input);
   s.timed(l.name, Phase::kBackward, [&] {
     switch (l.kind) {
       case LayerKind::kBatchNorm: {
@@ -543,10 +547,11 @@ void backward_layer(const Pass& s, const Layer& l, float* d_input, float* d_outp
 
 // Backward through a chain of layers, last first: d_chain_output is the gradient of its output
 // (left unchanged unless it is one of the pass's temps); the first layer writes d_chain_input (or
-// adds onto it with accumulate). Gradients in between alternate between the two temps; a batch
-// norm works in place on a temp.
+// adds onto it with accumulate), then finish_d_input finishes it where given. Gradients in between
+// alternate between the two temps; a batch norm works in place on a temp.
 void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_chain_input,
-                    bool accumulate, float* d_chain_output) {
+                    bool accumulate, float* d_chain_output,
+                    kernels::DInFinisher* finish_d_input = nullptr) {
   float* d_output = d_chain_output;
   for (size_t i = chain.size(); i-- > 1;) {
     const Layer& l = chain[i];
@@ -558,7 +563,7 @@ void backward_chain(const Pass& s, const std::vector<Layer>& chain, float* d_cha
     backward_layer(s, l, d_input, d_output, false);
     d_output = d_input;
   }
-  backward_layer(s, chain.front(), d_chain_input, d_output, accumulate);
+  backward_layer(s, chain.front(), d_chain_input, d_output, accumulate, finish_d_input);
 }
 
 void forward_block(const Pass& s, const Block& b) {
@@ -591,40 +596,64 @@ void for_each_residual_reader(B& b, Fn&& fn) {
     if (l && l->kind == LayerKind::kBatchNorm && !l->relu) fn(*l);
 }
 
-// Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
-void backward_block(const Pass& s, const Block& b) {
-  if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
-  // The ReLU after the add: d_residual_sum = d_block_output where the output is positive, in
-  // place. It is the gradient of both addends: the shortcut's output and the path's. The same
-  // pass runs the first backward pass of the batch norms that read it (the path's last, a
-  // downsample's), which then skip theirs.
-  float* d_residual_sum = b.d_block_output;
-  layers::NormSumsRequest norms[2];
-  int norm_count = 0;
-  for_each_residual_reader(b, [&](const Layer& l) {
-    layers::NormSumsRequest& r = norms[norm_count++];
-    r.in_bf16 = bf16_input(l);
-    r.in = r.in_bf16 ? nullptr : l.input;
-    r.save_mean = l.batch_mean;
-    r.sums = l.backward_sums;
-  });
-  s.timed(b.add_name, Phase::kBackward, [&] {
+// The ReLU after residual block b's add, backward: d_residual_sum = d_block_output where the
+// output is positive, in place. It is the gradient of both addends: the shortcut's output and the
+// path's. The same pass runs the first backward pass of the batch norms that read it (the path's
+// last, a downsample's), which then skip theirs. Built in place (the finisher keeps pointers into
+// the norms' requests).
+class BlockAddBackward {
+ public:
+  BlockAddBackward(const Pass& s, const Block& b) {
+    for_each_residual_reader(b, [&](const Layer& l) {
+      layers::NormSumsRequest& r = norms_[norm_count_++];
+      r.in_bf16 = bf16_input(l);
+      r.in = r.in_bf16 ? nullptr : l.input;
+      r.save_mean = l.batch_mean;
+      r.sums = l.backward_sums;
+    });
     const uint16_t* out_bf16 = bf16_output(b.path.back());
-    const float* out = out_bf16 ? nullptr : b.output();
-    const int64_t rows = s.rows(b.out());
-    const int C = b.out().C;
-    if (norm_count > 0)
-      layers::add_relu_backward_with_norm_sums(d_residual_sum, out, out_bf16, rows, C, norms,
-                                               norm_count);
-    else if (out_bf16)
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, out_bf16, rows * C);
-    else
-      layers::add_relu_backward(d_residual_sum, d_residual_sum, out, rows * C);
-  });
+    rows_.emplace(b.d_block_output, out_bf16 ? nullptr : b.output(), out_bf16, s.rows(b.out()),
+                  b.out().C, norms_, norm_count_);
+  }
+  BlockAddBackward(const BlockAddBackward&) = delete;
+  BlockAddBackward& operator=(const BlockAddBackward&) = delete;
+  // Finishes the block output gradient's rows as they become final (or all at once).
+  layers::AddReluBackward& rows() { return *rows_; }
+
+ private:
+  layers::NormSumsRequest norms_[2];
+  int norm_count_ = 0;
+  std::optional<layers::AddReluBackward> rows_;
+};
+
+// Whether block b's first conv, whose data gradient is the last addend of b's input gradient,
+// runs the add + ReLU backward of `before`, the block whose output b reads, on that gradient's rows
+// as they are summed (a kernel that adds through a partial hands it over, so the add, the mask and
+// the norms' sums are one pass; BlockAddBackward and layers::AddReluBackward).
+bool first_conv_finishes_add(const Block& b, const Block& before) {
+  const Layer& first = b.path.front();
+  return b.residual && before.residual && first.kind == LayerKind::kConv && first.input_gradient &&
+         b.d_block_input == before.d_block_output;
+}
+
+// Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
+// add_done: the next block's first conv ran this block's add + ReLU backward already; before: the
+// block whose output this one reads (null for the first).
+void backward_block(const Pass& s, const Block& b, bool add_done, const Block* before) {
+  std::optional<BlockAddBackward> before_add;
+  if (before && first_conv_finishes_add(b, *before)) before_add.emplace(s, *before);
+  kernels::DInFinisher* finish_d_input = before_add ? &before_add->rows() : nullptr;
+  if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
+  float* d_residual_sum = b.d_block_output;
+  if (!add_done)
+    s.timed(b.add_name, Phase::kBackward, [&] {
+      BlockAddBackward add(s, b);
+      add.rows().finish(nullptr, 0, add.rows().rows());
+    });
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
-  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum);
+  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum, finish_d_input);
 }
 
 // A stem that ends batch norm, max-pool (torchvision's ResNets): in a bf16 run the norm writes bf16
@@ -1157,7 +1186,12 @@ void Model::backward(const GradientReadyCallback& on_ready) {
   Impl& m = *impl_;
   Pass s = m.pass(*this, batch_, true);
   s.on_ready = &on_ready;
-  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) backward_block(s, *it);
+  for (size_t i = m.blocks.size(); i-- > 0;) {
+    const Block* before = i > 0 ? &m.blocks[i - 1] : nullptr;
+    const bool add_done =
+        i + 1 < m.blocks.size() && first_conv_finishes_add(m.blocks[i + 1], m.blocks[i]);
+    backward_block(s, m.blocks[i], add_done, before);
+  }
 }
 
 }  // namespace nostrum::model

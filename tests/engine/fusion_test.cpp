@@ -157,3 +157,100 @@ TEST_CASE(
   REQUIRE_THROWS_AS(L::add_relu_backward_with_norm_sums(g.data(), y.data(), nullptr, 2, 4, r, 3),
                     nostrum::ShapeError);
 }
+
+TEST_CASE(
+    "the add + ReLU backward over rows in pieces, partials added, equals the add then the unfused "
+    "chain bit for bit",
+    "[fusion]") {
+  // A backward-data kernel hands the rows of the block output's gradient over as they become
+  // final, with the partial it would have added: pieces that end inside 16-row blocks, inside row
+  // chunks and across several; more threads than the chunks a piece touches (channel slices).
+  namespace L = nostrum::layers;
+  namespace K = nostrum::kernels;
+  std::mt19937 rng(13);
+  const int threads_before = omp_get_max_threads();
+  for (const auto& [rows, C] : {std::pair<int64_t, int>{3000, 64}, {20011, 24}, {37, 5}, {640, 40}})
+    for (int threads : {1, 2, 5})
+      for (int count : {0, 1, 2})
+        for (bool bf16 : {false, true}) {
+          omp_set_num_threads(threads);
+          const size_t n = size_t(rows) * C;
+          const auto d = random_vector(n, rng, -1.0f, 1.0f);
+          const auto add = random_vector(n, rng, -1.0f, 1.0f);
+          const auto out = random_vector(n, rng, -1.0f, 1.0f);
+          std::vector<uint16_t> out_bf16(n);
+          for (size_t i = 0; i < n; ++i) out_bf16[i] = K::fp32_to_bf16(out[i]);
+          // Cut points: random, some one row apart, the last the end.
+          std::vector<int64_t> cuts;
+          for (int64_t r = 0; r < rows;) {
+            r = std::min<int64_t>(rows, r + 1 + int64_t(rng() % uint32_t(rows / 7 + 2)));
+            cuts.push_back(r);
+          }
+          INFO("rows " << rows << " C " << C << " threads " << threads << " norms " << count
+                       << " bf16 operands " << bf16 << " pieces " << cuts.size());
+          struct Norm {
+            std::vector<float> x, gamma, mean, invstd;
+            std::vector<uint16_t> x_bf16;
+            std::vector<double> sums;
+          } norms[2];
+          L::NormSumsRequest requests[2];
+          std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
+          for (int i = 0; i < count; ++i) {
+            Norm& m = norms[i];
+            m.x = random_vector(n, rng, -3.0f, 5.0f);
+            m.x_bf16.resize(n);
+            for (size_t j = 0; j < n; ++j) m.x_bf16[j] = K::fp32_to_bf16(m.x[j]);
+            m.gamma = random_vector(C, rng, 0.5f, 1.5f);
+            m.mean = random_vector(C, rng, -1.0f, 1.0f);
+            m.invstd = random_vector(C, rng, 0.5f, 2.0f);
+            m.sums.assign(L::batch_norm_backward_sums_doubles(C), -1.0);
+            requests[i].in = bf16 ? nullptr : m.x.data();
+            requests[i].in_bf16 = bf16 ? m.x_bf16.data() : nullptr;
+            requests[i].save_mean = m.mean.data();
+            requests[i].sums = m.sums.data();
+          }
+          std::vector<float> fused(d), chain(d);
+          L::AddReluBackward backward(fused.data(), bf16 ? nullptr : out.data(),
+                                      bf16 ? out_bf16.data() : nullptr, rows, C, requests, count);
+          REQUIRE(backward.rows() == rows);
+          int64_t r0 = 0;
+          for (size_t i = 0; i < cuts.size(); ++i) {
+            const bool with_add = i % 3 != 2;  // some pieces already summed in place
+            if (!with_add)
+              for (int64_t j = r0 * C; j < cuts[i] * C; ++j) fused[size_t(j)] += add[size_t(j)];
+            backward.finish(with_add ? add.data() + r0 * C : nullptr, r0, cuts[i]);
+            r0 = cuts[i];
+          }
+          for (size_t i = 0; i < n; ++i) chain[i] += add[i];
+          if (bf16)
+            L::add_relu_backward(chain.data(), chain.data(), out_bf16.data(), int64_t(n));
+          else
+            L::add_relu_backward(chain.data(), chain.data(), out.data(), int64_t(n));
+          REQUIRE(fused == chain);
+          for (int i = 0; i < count; ++i) {
+            std::vector<float> dx_a(n), dg_a(C), db_a(C), dx_b(n), dg_b(C), db_b(C);
+            L::BatchNormOptions o;
+            o.in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
+            const float* x = bf16 ? nullptr : norms[i].x.data();
+            L::batch_norm_backward(dx_a.data(), dg_a.data(), db_a.data(), chain.data(), x, nullptr,
+                                   norms[i].gamma.data(), norms[i].mean.data(),
+                                   norms[i].invstd.data(), rows, C, o, scratch.data());
+            o.first_pass_sums = norms[i].sums.data();
+            L::batch_norm_backward(dx_b.data(), dg_b.data(), db_b.data(), fused.data(), x, nullptr,
+                                   norms[i].gamma.data(), norms[i].mean.data(),
+                                   norms[i].invstd.data(), rows, C, o, scratch.data());
+            REQUIRE(dx_b == dx_a);
+            REQUIRE(dg_b == dg_a);
+            REQUIRE(db_b == db_a);
+          }
+        }
+  omp_set_num_threads(threads_before);
+  // Rows out of order, or past the end, are refused by name.
+  std::vector<float> g(40, 1.0f), y(40, 1.0f);
+  L::AddReluBackward backward(g.data(), y.data(), nullptr, 10, 4, nullptr, 0);
+  backward.finish(nullptr, 0, 4);
+  REQUIRE_THROWS_AS(backward.finish(nullptr, 5, 8), nostrum::ShapeError);
+  REQUIRE_THROWS_AS(backward.finish(nullptr, 4, 11), nostrum::ShapeError);
+  REQUIRE_THROWS_AS(L::AddReluBackward(g.data(), y.data(), nullptr, 10, 4, nullptr, 3),
+                    nostrum::ShapeError);
+}

@@ -115,6 +115,14 @@ TEST_CASE("oneDNN bf16 conv: backward-data accumulates a large batch chunk by ch
   check_accumulate_in_chunks(Precision::kBf16);
 }
 
+TEST_CASE(
+    "oneDNN bf16 conv: backward-data hands each chunk's partial to a finisher, bit for bit the "
+    "pass then the finisher",
+    "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  check_finisher_in_chunks(Precision::kBf16);
+}
+
 TEST_CASE("oneDNN bf16 conv: refused naming the feature where bf16 is not native",
           "[any-cpu][onednn]") {
   if (nostrum::kernels::onednn_bf16_native()) return;  // nothing to refuse here
@@ -402,6 +410,43 @@ TEST_CASE(
     if (pass == ConvPass::kBackwardWeights) call.weight = nullptr, call.d_weight = result.data();
     chunked.run(call);
     CHECK(onednn_last_run_primitives(chunked) == chunks);
+  });
+}
+
+TEST_CASE(
+    "oneDNN bf16 candidate: a chunked backward-data pass hands a finisher each chunk's rows in "
+    "order, bit for bit the pass then the finisher",
+    "[bf16][onednn]") {
+  REQUIRE(nostrum::kernels::onednn_bf16_native());
+  std::mt19937 rng(53);
+  for_each_chunked_pass([&](const ConvGeometry& g, ConvPass pass,
+                            nostrum::kernels::PreparedConv& chunked, int chunks) {
+    if (pass != ConvPass::kBackwardData) return;
+    CHECK(chunked.finishes_d_in());
+    Workspace scratch(chunked.scratch_floats() * sizeof(float));
+    const Tensors t = random_tensors(g, rng);
+    for (bool accumulate : {false, true}) {
+      const std::string what = name(g) + (accumulate ? " +=" : "");
+      RecordedAddBackward add_backward(int64_t(g.N) * g.H * g.W, g.C, rng);
+      auto fused = nan_filled(t.in.size()), after = nan_filled(t.in.size());
+      for (auto* d_in : {&fused, &after}) {
+        if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), d_in->begin());
+        nostrum::kernels::ConvCall call;
+        call.N = g.N;
+        call.scratch = static_cast<float*>(scratch.data());
+        call.accumulate_d_in = accumulate;
+        call.d_out = t.d_out.data(), call.weight = t.weight.data(), call.d_in = d_in->data();
+        if (d_in == &fused) add_backward.start(d_in->data()), call.finish_d_in = &add_backward;
+        nostrum::kernels::run_and_finish_d_in(chunked, call);
+        scratch.require_guard(what);
+      }
+      const auto after_sums = add_backward.after(after.data());
+      add_backward.require_calls(size_t(chunks), accumulate, what);
+      INFO(what);
+      CHECK(differing_elements(fused, after) == 0);
+      CHECK(differing_elements(add_backward.sums[0], after_sums[0]) == 0);
+      CHECK(differing_elements(add_backward.sums[1], after_sums[1]) == 0);
+    }
   });
 }
 

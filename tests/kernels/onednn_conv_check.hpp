@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +22,7 @@
 #include "model_convs.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/onednn_conv.hpp"
+#include "nostrum/layers/batch_norm.hpp"
 
 namespace onednn_check {
 
@@ -302,6 +305,110 @@ inline void check_accumulate_in_chunks(Precision p) {
       require_close(d_in, ref.d_in, ref.d_in_abs, ref.d_in_terms, p,
                     accumulate ? &t.d_in_base : nullptr,
                     name(g) + (accumulate ? " d_in +=" : " d_in"));
+    }
+  }
+}
+
+// How many elements of a and b differ in their bits (a count, not the vectors, in a failure).
+template <typename T>
+size_t differing_elements(const std::vector<T>& a, const std::vector<T>& b) {
+  REQUIRE(a.size() == b.size());
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return n;
+}
+
+// A block's add + ReLU backward on d_in's rows (its mask, two norms' inputs and means, their sums)
+// behind a finisher that records the calls a kernel makes.
+struct RecordedAddBackward final : nostrum::kernels::DInFinisher {
+  struct Call {
+    int64_t r0, r1;
+    bool add;
+  };
+  RecordedAddBackward(int64_t rows, int C, std::mt19937& rng)
+      : rows_(rows), C_(C), y(random_vector(size_t(rows) * C, rng)) {
+    for (int i = 0; i < 2; ++i) {
+      x[i] = random_vector(y.size(), rng);
+      mean[i] = random_vector(size_t(C), rng);
+      sums[i].assign(nostrum::layers::batch_norm_backward_sums_doubles(C), -1.0);
+      requests[i].in = x[i].data();
+      requests[i].save_mean = mean[i].data();
+      requests[i].sums = sums[i].data();
+    }
+  }
+  // The finisher over d_in; calls then go through it.
+  void start(float* d_in) { inner.emplace(d_in, y.data(), nullptr, rows_, C_, requests, 2); }
+  void finish(const float* add, int64_t r0, int64_t r1) override {
+    calls.push_back({r0, r1, add != nullptr});
+    inner->finish(add, r0, r1);
+  }
+  int64_t rows() const override { return rows_; }
+  // The same backward on d_in in one call after the pass, into other sums.
+  std::vector<std::vector<double>> after(float* d_in) {
+    std::vector<std::vector<double>> other(2, std::vector<double>(sums[0].size(), -2.0));
+    nostrum::layers::NormSumsRequest r[2] = {requests[0], requests[1]};
+    r[0].sums = other[0].data(), r[1].sums = other[1].data();
+    nostrum::layers::add_relu_backward_with_norm_sums(d_in, y.data(), nullptr, rows_, C_, r, 2);
+    return other;
+  }
+  // The calls cover [0, rows) in order, `count` of them, with a partial exactly when `added`.
+  void require_calls(size_t count, bool added, const std::string& what) const {
+    INFO(what);
+    REQUIRE(calls.size() == count);
+    int64_t at = 0;
+    for (const Call& c : calls) {
+      CHECK(c.r0 == at);
+      CHECK(c.add == added);
+      at = c.r1;
+    }
+    CHECK(at == rows_);
+  }
+
+  int64_t rows_;
+  int C_;
+  std::vector<float> y, x[2], mean[2];
+  std::vector<double> sums[2];
+  nostrum::layers::NormSumsRequest requests[2];
+  std::optional<nostrum::layers::AddReluBackward> inner;
+  std::vector<Call> calls;
+};
+
+// Backward-data handing its rows to a finisher (a block's add + ReLU backward) as they become
+// final: with accumulate each image chunk's partial is added by the finisher (one call per chunk),
+// without it one call after the pass; either way the bits of the pass followed by the finisher over
+// every row, d_in and the norms' sums alike.
+inline void check_finisher_in_chunks(Precision p) {
+  for (const ConvGeometry& g :
+       {geometry(6, 64, 64, 256, 3, 1, 1, 1, 0), geometry(17, 64, 64, 64, 2, 3, 3, 2, 1)}) {
+    std::mt19937 rng(uint32_t(g.N) + 7);
+    const Tensors t = random_tensors(g, rng);
+    OnednnConv conv(g, ConvPass::kBackwardData, p);
+    Workspace ws(conv);
+    const int64_t rows = int64_t(g.N) * g.H * g.W;
+    const int images_per_chunk = [&] {  // as the wrapper picks: the most dividing N in 16 MiB
+      for (int d = g.N; d > 1; --d)
+        if (g.N % d == 0 && size_t(d) * g.H * g.W * g.C * sizeof(float) <= (size_t(16) << 20))
+          return d;
+      return 1;
+    }();
+    REQUIRE(images_per_chunk < g.N);
+    for (bool accumulate : {true, false}) {
+      const std::string what = name(g) + (accumulate ? " d_in +=" : " d_in");
+      RecordedAddBackward add_backward(rows, g.C, rng);
+      auto fused = nan_filled(t.in.size()), after = nan_filled(t.in.size());
+      for (auto* d_in : {&fused, &after})
+        if (accumulate) std::copy(t.d_in_base.begin(), t.d_in_base.end(), d_in->begin());
+      add_backward.start(fused.data());
+      conv.backward_data(fused.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data(),
+                         nullptr, &add_backward);
+      conv.backward_data(after.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data());
+      ws.require_guard(what);
+      const auto after_sums = add_backward.after(after.data());
+      add_backward.require_calls(accumulate ? size_t(g.N / images_per_chunk) : 1, accumulate, what);
+      INFO(what);
+      CHECK(differing_elements(fused, after) == 0);
+      CHECK(differing_elements(add_backward.sums[0], after_sums[0]) == 0);
+      CHECK(differing_elements(add_backward.sums[1], after_sums[1]) == 0);
     }
   }
 }

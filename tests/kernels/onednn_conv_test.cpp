@@ -146,3 +146,10 @@ TEST_CASE("oneDNN fp32 candidate: every pass prepared once, run at the batch and
 TEST_CASE("oneDNN fp32 conv: backward-data accumulates a large batch chunk by chunk", "[onednn]") {
   check_accumulate_in_chunks(Precision::kFp32);
 }
+
+TEST_CASE(
+    "oneDNN fp32 conv: backward-data hands each chunk's partial to a finisher, bit for bit the "
+    "pass then the finisher",
+    "[onednn]") {
+  check_finisher_in_chunks(Precision::kFp32);
+}

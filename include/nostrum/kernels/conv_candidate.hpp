@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nostrum/core/cpu_features.hpp"
+#include "nostrum/kernels/d_in_finisher.hpp"
 #include "nostrum/kernels/precision.hpp"
 #include "nostrum/kernels/window.hpp"
 
@@ -52,6 +53,10 @@ struct ConvCall {
   // Forward of a bf16 run only: the output written in bf16 here instead of to out (then null),
   // given only to a kernel whose writes_bf16_out() (the batch norm after the conv reads it so).
   uint16_t* out_bf16 = nullptr;
+  // Backward-data only: what finishes d_in once the pass has written (or added) it, or null: a
+  // kernel whose finishes_d_in() calls it as its rows become final; for any other kernel
+  // run_and_finish_d_in calls it once over all rows after run.
+  DInFinisher* finish_d_in = nullptr;
   // Shared working memory of at least PreparedConv::scratch_floats() floats (64-byte aligned),
   // shared by every conv layer: nothing in it survives from one call to the next.
   float* scratch = nullptr;
@@ -83,7 +88,14 @@ class PreparedConv {
   // stored rounded to bf16): the model then keeps the conv's output in bf16 for the batch norm
   // after it (Model::set_bf16_conv_outputs), as PyTorch's autocast does.
   virtual bool writes_bf16_out() const { return false; }
+  // Whether run calls ConvCall::finish_d_in itself (a backward-data pass that adds its gradient
+  // through a partial hands each partial to it, so the add and the finishing are one pass).
+  virtual bool finishes_d_in() const { return false; }
 };
+
+// k.run(call), then, where the call has a finish_d_in that k does not call itself, that finisher
+// over every row of d_in: how the model runs a backward-data pass.
+void run_and_finish_d_in(PreparedConv& k, const ConvCall& call);
 
 // What a bf16 candidate rounds to bf16, and so which error bound it keeps (src/kernels/README.md,
 // "Tests"): the operands of the products (every candidate but one), or Winograd's transformed

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nostrum/kernels/conv_candidate.hpp"
+#include "nostrum/kernels/d_in_finisher.hpp"
 #include "nostrum/kernels/precision.hpp"
 #include "nostrum/kernels/window.hpp"
 
@@ -73,8 +74,12 @@ class OnednnConv {
   // workspace and is added).
   // bf16 only: d_out_bf16, when given, is the output gradient already in bf16 (NHWC, as d_out
   // would be rounded) and d_out is not read; both backward passes take it.
+  // finish, when given, finishes d_in's rows as they become final (DInFinisher; this call's rows
+  // are its rows first_row onwards): with accumulate each image chunk's gradient is handed to it to
+  // add, in place of the add.
   void backward_data(float* d_in, const float* d_out, const float* weight, bool accumulate,
-                     void* workspace, const uint16_t* d_out_bf16 = nullptr);
+                     void* workspace, const uint16_t* d_out_bf16 = nullptr,
+                     DInFinisher* finish = nullptr, int64_t first_row = 0);
   // kBackwardWeights: d_weight (K,C,R,S) OVERWRITTEN from d_out (N,P,Q,K) and in (N,H,W,C).
   void backward_weights(float* d_weight, const float* d_out, const float* in, void* workspace,
                         const uint16_t* d_out_bf16 = nullptr, const uint16_t* in_bf16 = nullptr);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "nostrum/core/reducer.hpp"
+#include "nostrum/kernels/d_in_finisher.hpp"
 
 namespace nostrum::layers {
 
@@ -90,5 +91,33 @@ struct NormSumsRequest {
 void add_relu_backward_with_norm_sums(float* d_sum, const float* out, const uint16_t* out_bf16,
                                       int64_t rows, int C, const NormSumsRequest* norms,
                                       int norm_count);
+
+// add_relu_backward_with_norm_sums over rows as they become final: the next block's first conv
+// adds its data gradient onto d_sum last, and a kernel that adds through a partial hands each
+// partial here (kernels::DInFinisher), so that add, the mask and the sums are one pass over rows
+// still in cache. Calls over [0, rows) in order, in any pieces, with or without partials, give the
+// bits of adding every partial first and then one add_relu_backward_with_norm_sums call: a row
+// chunk's sums take whole 16-row blocks in order, so rows of a block that a call ends inside are
+// masked then and summed by the next call. A call that covers fewer row chunks than there are
+// threads splits the channels too.
+class AddReluBackward final : public kernels::DInFinisher {
+ public:
+  // The arguments of add_relu_backward_with_norm_sums (kept by pointer: they must outlive it);
+  // norm_count 0 (a block without such norms): the add and the mask alone.
+  AddReluBackward(float* d_sum, const float* out, const uint16_t* out_bf16, int64_t rows, int C,
+                  const NormSumsRequest* norms, int norm_count);
+  void finish(const float* add, int64_t r0, int64_t r1) override;
+  int64_t rows() const override { return rows_; }
+
+ private:
+  float* d_sum_;
+  const float* out_;
+  const uint16_t* out_bf16_;
+  int64_t rows_;
+  int C_;
+  const NormSumsRequest* norms_;
+  int norm_count_;
+  int64_t done_ = 0;  // rows finished so far
+};
 
 }  // namespace nostrum::layers

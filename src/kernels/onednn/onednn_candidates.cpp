@@ -55,6 +55,7 @@ class PreparedOnednn final : public PreparedConv {
     return precision_ == Precision::kBf16 && pass_ != ConvPass::kBackwardData;
   }
   bool writes_bf16_out() const override { return writes_bf16_out_; }
+  bool finishes_d_in() const override { return pass_ == ConvPass::kBackwardData; }
   int chunks() const { return chunks_; }
   int last_run_primitives() const { return last_run_primitives_; }
   void run(const ConvCall& c) override {
@@ -77,7 +78,8 @@ class PreparedOnednn final : public PreparedConv {
           break;
         case ConvPass::kBackwardData:
           conv.backward_data(c.d_in + n0 * in_image, offset(c.d_out, n0 * out_image), c.weight,
-                             c.accumulate_d_in, c.scratch, offset(c.d_out_bf16, n0 * out_image));
+                             c.accumulate_d_in, c.scratch, offset(c.d_out_bf16, n0 * out_image),
+                             c.finish_d_in, int64_t(n0) * g_.H * g_.W);
           break;
         case ConvPass::kBackwardWeights:
           conv.backward_weights(i == 0 ? c.d_weight : partial, offset(c.d_out, n0 * out_image),

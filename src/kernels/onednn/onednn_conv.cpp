@@ -508,23 +508,30 @@ bool OnednnConv::writes_bf16_out() const {
 }
 
 void OnednnConv::backward_data(float* d_in, const float* d_out, const float* weight,
-                               bool accumulate, void* workspace, const uint16_t* d_out_bf16) {
+                               bool accumulate, void* workspace, const uint16_t* d_out_bf16,
+                               DInFinisher* finish, int64_t first_row) {
   Impl& m = *impl_;
   require_pass(m.pass, ConvPass::kBackwardData, "backward_data", m.g);
   m.attach(workspace);
   Impl::point(m.out_user, d_out), Impl::point(m.weight_user, weight), Impl::point(m.in_user, d_in);
   Impl::run(m.weight_in, m.weight_in_args);
   m.take_gradient(d_out_bf16);
+  const int64_t image_rows = int64_t(m.g.H) * m.g.W;
+  // Rows [r0, r1) of d_in final once add (or nothing) is added onto them.
+  const auto rows_done = [&](const float* add, int64_t r0, int64_t r1) {
+    if (finish)
+      finish->finish(add, first_row + r0, first_row + r1);
+    else if (add)
+      parallel_add(d_in + r0 * m.g.C, add, (r1 - r0) * m.g.C);
+  };
   if (!accumulate || m.chunk == m.g.N) {
     m.conv.execute(cpu_stream(), accumulate ? m.accumulate_args : m.conv_args);
     cpu_stream().wait();
-    if (accumulate)
-      parallel_add(d_in, static_cast<const float*>(m.sum.m.get_data_handle()),
-                   int64_t(m.g.N) * m.g.H * m.g.W * m.g.C);
+    rows_done(accumulate ? static_cast<const float*>(m.sum.m.get_data_handle()) : nullptr, 0,
+              m.g.N * image_rows);
     return;
   }
   // Chunk by chunk: images [n, n + chunk) of d_out (fp32, or its bf16 copy) -> sum -> d_in.
-  const int64_t in_chunk = int64_t(m.chunk) * m.g.H * m.g.W * m.g.C;
   const size_t out_chunk_bytes = size_t(m.chunk) * m.g.P() * m.g.Q() * m.g.K *
                                  (m.precision == Precision::kBf16 ? 2 : sizeof(float));
   char* diff_dst_base =
@@ -534,7 +541,7 @@ void OnednnConv::backward_data(float* d_in, const float* d_out, const float* wei
     m.chunk_diff_dst.set_data_handle(diff_dst_base + size_t(i) * out_chunk_bytes);
     m.chunk_conv.execute(cpu_stream(), m.chunk_args);
     cpu_stream().wait();
-    parallel_add(d_in + i * in_chunk, add, in_chunk);
+    rows_done(add, n * image_rows, (n + m.chunk) * image_rows);
   }
 }
 
