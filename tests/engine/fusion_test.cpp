@@ -22,6 +22,56 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng, float lo, float hi
   return v;
 }
 
+// A batch norm that reads a block's add + ReLU gradient: its input (fp32, and the same values in
+// bf16), gamma and its batch statistics from a training forward.
+struct ReaderNorm {
+  std::vector<float> x, gamma, mean, invstd;
+  std::vector<uint16_t> x_bf16;
+  ReaderNorm(int64_t rows, int C, std::mt19937& rng) {
+    namespace L = nostrum::layers;
+    const size_t n = size_t(rows) * C;
+    x = random_vector(n, rng, -3.0f, 5.0f);
+    x_bf16.resize(n);
+    for (size_t i = 0; i < n; ++i) x_bf16[i] = nostrum::kernels::fp32_to_bf16(x[i]);
+    gamma = random_vector(C, rng, 0.5f, 1.5f);
+    mean.resize(C), invstd.resize(C);
+    std::vector<float> y(n), rm(C, 0.0f), rv(C, 1.0f), beta(C, 0.0f);
+    std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
+    L::batch_norm_forward_training(y.data(), mean.data(), invstd.data(), rm.data(), rv.data(),
+                                   x.data(), gamma.data(), beta.data(), rows, C,
+                                   L::BatchNormOptions{}, scratch.data());
+  }
+  // Its request for the add's backward: the input in bf16 or fp32, the sums written to `sums`.
+  nostrum::layers::NormSumsRequest request(bool bf16, double* sums) const {
+    nostrum::layers::NormSumsRequest r;
+    r.in = bf16 ? nullptr : x.data();
+    r.in_bf16 = bf16 ? x_bf16.data() : nullptr;
+    r.save_mean = mean.data();
+    r.sums = sums;
+    return r;
+  }
+  // Its backward on `fused` given `sums` as its first pass gives the bits of its backward on
+  // `chain` (the unfused add + ReLU backward's gradient) taking its own first pass.
+  void require_backward_matches(const std::vector<float>& chain, const std::vector<float>& fused,
+                                const double* sums, int64_t rows, int C, bool bf16) const {
+    namespace L = nostrum::layers;
+    const size_t n = chain.size();
+    std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
+    std::vector<float> dx_a(n), dg_a(C), db_a(C), dx_b(n), dg_b(C), db_b(C);
+    L::BatchNormOptions o;
+    o.in_bf16 = bf16 ? x_bf16.data() : nullptr;
+    const float* in = bf16 ? nullptr : x.data();
+    L::batch_norm_backward(dx_a.data(), dg_a.data(), db_a.data(), chain.data(), in, nullptr,
+                           gamma.data(), mean.data(), invstd.data(), rows, C, o, scratch.data());
+    o.first_pass_sums = sums;
+    L::batch_norm_backward(dx_b.data(), dg_b.data(), db_b.data(), fused.data(), in, nullptr,
+                           gamma.data(), mean.data(), invstd.data(), rows, C, o, scratch.data());
+    REQUIRE(dx_b == dx_a);
+    REQUIRE(dg_b == dg_a);
+    REQUIRE(db_b == db_a);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("batch norm + residual add (+ ReLU) in one pass equals the unfused chain bit for bit",
@@ -90,22 +140,7 @@ TEST_CASE(
     const auto out = random_vector(n, rng, -1.0f, 1.0f);  // the block output: only its sign is read
     std::vector<uint16_t> out_bf16(n);
     for (size_t i = 0; i < n; ++i) out_bf16[i] = K::fp32_to_bf16(out[i]);
-    struct Norm {
-      std::vector<float> x, gamma, mean, invstd;
-      std::vector<uint16_t> x_bf16;
-    } norms[2];
-    std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
-    for (Norm& m : norms) {
-      m.x = random_vector(n, rng, -3.0f, 5.0f);
-      m.x_bf16.resize(n);
-      for (size_t i = 0; i < n; ++i) m.x_bf16[i] = K::fp32_to_bf16(m.x[i]);
-      m.gamma = random_vector(C, rng, 0.5f, 1.5f);
-      m.mean.resize(C), m.invstd.resize(C);
-      std::vector<float> y(n), rm(C, 0.0f), rv(C, 1.0f), beta(C, 0.0f);
-      L::batch_norm_forward_training(y.data(), m.mean.data(), m.invstd.data(), rm.data(), rv.data(),
-                                     m.x.data(), m.gamma.data(), beta.data(), rows, C,
-                                     L::BatchNormOptions{}, scratch.data());
-    }
+    const ReaderNorm norms[2] = {ReaderNorm(rows, C, rng), ReaderNorm(rows, C, rng)};
     for (int threads : {1, 2})
       for (int count : {1, 2})
         for (bool bf16 : {false, true}) {
@@ -117,12 +152,7 @@ TEST_CASE(
           std::vector<std::vector<double>> sums(
               count, std::vector<double>(L::batch_norm_backward_sums_doubles(C)));
           L::NormSumsRequest requests[2];
-          for (int i = 0; i < count; ++i) {
-            requests[i].in = bf16 ? nullptr : norms[i].x.data();
-            requests[i].in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
-            requests[i].save_mean = norms[i].mean.data();
-            requests[i].sums = sums[i].data();
-          }
+          for (int i = 0; i < count; ++i) requests[i] = norms[i].request(bf16, sums[i].data());
           L::add_relu_backward_with_norm_sums(fused.data(), bf16 ? nullptr : out.data(),
                                               bf16 ? out_bf16.data() : nullptr, rows, C, requests,
                                               count);
@@ -131,22 +161,8 @@ TEST_CASE(
             L::add_relu_backward(chain.data(), chain.data(), out_bf16.data(), int64_t(n));
           }
           REQUIRE(fused == chain);
-          for (int i = 0; i < count; ++i) {
-            std::vector<float> dx_a(n), dg_a(C), db_a(C), dx_b(n), dg_b(C), db_b(C);
-            L::BatchNormOptions o;
-            o.in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
-            const float* x = bf16 ? nullptr : norms[i].x.data();
-            L::batch_norm_backward(dx_a.data(), dg_a.data(), db_a.data(), chain.data(), x, nullptr,
-                                   norms[i].gamma.data(), norms[i].mean.data(),
-                                   norms[i].invstd.data(), rows, C, o, scratch.data());
-            o.first_pass_sums = sums[i].data();
-            L::batch_norm_backward(dx_b.data(), dg_b.data(), db_b.data(), fused.data(), x, nullptr,
-                                   norms[i].gamma.data(), norms[i].mean.data(),
-                                   norms[i].invstd.data(), rows, C, o, scratch.data());
-            REQUIRE(dx_b == dx_a);
-            REQUIRE(dg_b == dg_a);
-            REQUIRE(db_b == db_a);
-          }
+          for (int i = 0; i < count; ++i)
+            norms[i].require_backward_matches(chain, fused, sums[i].data(), rows, C, bf16);
         }
   }
   omp_set_num_threads(threads_before);
@@ -188,26 +204,12 @@ TEST_CASE(
           }
           INFO("rows " << rows << " C " << C << " threads " << threads << " norms " << count
                        << " bf16 operands " << bf16 << " pieces " << cuts.size());
-          struct Norm {
-            std::vector<float> x, gamma, mean, invstd;
-            std::vector<uint16_t> x_bf16;
-            std::vector<double> sums;
-          } norms[2];
+          const ReaderNorm norms[2] = {ReaderNorm(rows, C, rng), ReaderNorm(rows, C, rng)};
+          std::vector<double> sums[2];
           L::NormSumsRequest requests[2];
-          std::vector<double> scratch(L::batch_norm_scratch_doubles(C));
           for (int i = 0; i < count; ++i) {
-            Norm& m = norms[i];
-            m.x = random_vector(n, rng, -3.0f, 5.0f);
-            m.x_bf16.resize(n);
-            for (size_t j = 0; j < n; ++j) m.x_bf16[j] = K::fp32_to_bf16(m.x[j]);
-            m.gamma = random_vector(C, rng, 0.5f, 1.5f);
-            m.mean = random_vector(C, rng, -1.0f, 1.0f);
-            m.invstd = random_vector(C, rng, 0.5f, 2.0f);
-            m.sums.assign(L::batch_norm_backward_sums_doubles(C), -1.0);
-            requests[i].in = bf16 ? nullptr : m.x.data();
-            requests[i].in_bf16 = bf16 ? m.x_bf16.data() : nullptr;
-            requests[i].save_mean = m.mean.data();
-            requests[i].sums = m.sums.data();
+            sums[i].assign(L::batch_norm_backward_sums_doubles(C), -1.0);
+            requests[i] = norms[i].request(bf16, sums[i].data());
           }
           std::vector<float> fused(d), chain(d);
           L::AddReluBackward backward(fused.data(), bf16 ? nullptr : out.data(),
@@ -227,22 +229,8 @@ TEST_CASE(
           else
             L::add_relu_backward(chain.data(), chain.data(), out.data(), int64_t(n));
           REQUIRE(fused == chain);
-          for (int i = 0; i < count; ++i) {
-            std::vector<float> dx_a(n), dg_a(C), db_a(C), dx_b(n), dg_b(C), db_b(C);
-            L::BatchNormOptions o;
-            o.in_bf16 = bf16 ? norms[i].x_bf16.data() : nullptr;
-            const float* x = bf16 ? nullptr : norms[i].x.data();
-            L::batch_norm_backward(dx_a.data(), dg_a.data(), db_a.data(), chain.data(), x, nullptr,
-                                   norms[i].gamma.data(), norms[i].mean.data(),
-                                   norms[i].invstd.data(), rows, C, o, scratch.data());
-            o.first_pass_sums = norms[i].sums.data();
-            L::batch_norm_backward(dx_b.data(), dg_b.data(), db_b.data(), fused.data(), x, nullptr,
-                                   norms[i].gamma.data(), norms[i].mean.data(),
-                                   norms[i].invstd.data(), rows, C, o, scratch.data());
-            REQUIRE(dx_b == dx_a);
-            REQUIRE(dg_b == dg_a);
-            REQUIRE(db_b == db_a);
-          }
+          for (int i = 0; i < count; ++i)
+            norms[i].require_backward_matches(chain, fused, sums[i].data(), rows, C, bf16);
         }
   omp_set_num_threads(threads_before);
   // Rows out of order, or past the end, are refused by name.
