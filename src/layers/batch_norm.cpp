@@ -294,6 +294,74 @@ NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSit
                       const float* __restrict mean, int64_t rows, int64_t stride, int width),
                      (a, b, dy, add, x, y, mean, rows, stride, width))
 
+// mask_sum_rows for two norms in one pass: dy = (dy + add, where add is given) masked by y > 0,
+// stored, and (a1, b1) += its sums against x1 around mean1, (a2, b2) against x2 around mean2, each
+// with the operations backward_sum_rows makes on the stored gradient, in the same order (so the
+// bits of mask_sum_rows for the first and backward_sum_rows for the second).
+template <typename X1, typename X2, typename Y>
+NOSTRUM_ALWAYS_INLINE void mask_sum2_rows_body(double* __restrict a1, double* __restrict b1,
+                                               double* __restrict a2, double* __restrict b2,
+                                               float* __restrict dy, const float* __restrict add,
+                                               const X1* __restrict x1, const X2* __restrict x2,
+                                               const Y* __restrict y, const float* __restrict mean1,
+                                               const float* __restrict mean2, int64_t rows,
+                                               int64_t stride, int width) {
+  float pa1[kSliceChannels], pb1[kSliceChannels], pa2[kSliceChannels], pb2[kSliceChannels];
+  for (int c0 = 0; c0 < width; c0 += kSliceChannels) {
+    const int n = std::min(kSliceChannels, width - c0);
+    const float* m1 = mean1 + c0;
+    const float* m2 = mean2 + c0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+      const int64_t rn = std::min(kBlockRows, rows - r0);
+      const int64_t at = r0 * stride + c0;
+      float* dyr = dy + at;
+      const float* addr = add ? add + at : nullptr;
+      const X1* x1r = x1 + at;
+      const X2* x2r = x2 + at;
+      const Y* yr = y + at;
+      for (int c = 0; c < n; ++c) pa1[c] = pb1[c] = pa2[c] = pb2[c] = 0.0f;
+      for (int64_t r = 0; r < rn; ++r) {
+        const int64_t o = r * stride;
+        if (addr) {
+          NOSTRUM_CHANNEL_LANES
+          for (int c = 0; c < n; ++c) {
+            const float g = kernels::relu_grad(dyr[o + c] + addr[o + c], load_value(yr, o + c));
+            dyr[o + c] = g;
+            pa1[c] += g;
+            pb1[c] = madd(g, load_value(x1r, o + c) - m1[c], pb1[c]);
+            pa2[c] += g;
+            pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
+          }
+        } else {
+          NOSTRUM_CHANNEL_LANES
+          for (int c = 0; c < n; ++c) {
+            const float g = kernels::relu_grad(dyr[o + c], load_value(yr, o + c));
+            dyr[o + c] = g;
+            pa1[c] += g;
+            pb1[c] = madd(g, load_value(x1r, o + c) - m1[c], pb1[c]);
+            pa2[c] += g;
+            pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
+          }
+        }
+      }
+      for (int c = 0; c < n; ++c) {
+        a1[c0 + c] += pa1[c];
+        b1[c0 + c] += pb1[c];
+        a2[c0 + c] += pa2[c];
+        b2[c0 + c] += pb2[c];
+      }
+    }
+  }
+}
+NOSTRUM_ISA_VARIANTS(template <typename X1 NOSTRUM_COMMA typename X2 NOSTRUM_COMMA typename Y>,
+                     DispatchSite::kBatchNormRows, mask_sum2_rows,
+                     (double* __restrict a1, double* __restrict b1, double* __restrict a2,
+                      double* __restrict b2, float* __restrict dy, const float* __restrict add,
+                      const X1* __restrict x1, const X2* __restrict x2, const Y* __restrict y,
+                      const float* __restrict mean1, const float* __restrict mean2, int64_t rows,
+                      int64_t stride, int width),
+                     (a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride, width))
+
 // dy = (dy + add, where add is given) masked by y > 0, in place: rows of `stride` floats, the first
 // `width` channels of each; the rows mask_sum_rows stores, for rows whose sums come later.
 template <typename Y>
@@ -669,7 +737,6 @@ void AddReluBackward::finish(const float* add, int64_t r0, int64_t r1) {
   const auto block_floor = [](int64_t begin, int64_t r) {
     return begin + (r - begin) / kBlockRows * kBlockRows;
   };
-  constexpr int64_t kPieceRows = 8 * kBlockRows;  // the second norm reads a piece still in cache
 #pragma omp parallel for schedule(static)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t k = k0 + item / slices;
@@ -712,18 +779,28 @@ void AddReluBackward::finish(const float* add, int64_t r0, int64_t r1) {
         for (int i = 0; i < norm_count_; ++i) sum_masked(i, sum_lo, row);
     }
     const int64_t tail = std::max(row, sum_hi);
-    // Whole blocks: add, mask and the first norm's sums in one pass, the second's on the piece.
-    for (; row < sum_hi; row += kPieceRows) {
-      const int64_t n = std::min(kPieceRows, sum_hi - row);
+    // Whole blocks: add, mask and the norms' sums in one pass.
+    if (row < sum_hi) {
+      const int64_t n = sum_hi - row;
       const NormSumsRequest& first = norms_[0];
+      const float* piece_add = add ? add + (row - r0) * C + c0 : nullptr;
       with_operand(first.in, first.in_bf16, row * C + c0, [&](const auto* x) {
         with_operand(out_, out_bf16_, row * C + c0, [&](const auto* y) {
-          mask_sum_rows(first.sums + k * C + c0, first.sums + (kChunks + k) * C + c0,
-                        d_sum_ + row * C + c0, add ? add + (row - r0) * C + c0 : nullptr, x, y,
-                        first.save_mean + c0, n, C, width);
+          if (norm_count_ == 1) {
+            mask_sum_rows(first.sums + k * C + c0, first.sums + (kChunks + k) * C + c0,
+                          d_sum_ + row * C + c0, piece_add, x, y, first.save_mean + c0, n, C,
+                          width);
+            return;
+          }
+          const NormSumsRequest& second = norms_[1];
+          with_operand(second.in, second.in_bf16, row * C + c0, [&](const auto* x2) {
+            mask_sum2_rows(first.sums + k * C + c0, first.sums + (kChunks + k) * C + c0,
+                           second.sums + k * C + c0, second.sums + (kChunks + k) * C + c0,
+                           d_sum_ + row * C + c0, piece_add, x, x2, y, first.save_mean + c0,
+                           second.save_mean + c0, n, C, width);
+          });
         });
       });
-      if (norm_count_ == 2) sum_masked(1, row, row + n);
     }
     // The start of a block this call ends inside: masked now, summed by the next call.
     mask_rows(tail, new_hi);
