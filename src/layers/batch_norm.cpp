@@ -204,8 +204,8 @@ NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA
 // `width` channels (every pointer at the slice's first channel). kStoreMasked (y given): g is
 // formed from dy + add where add is given (the float add a separate pass would make), and stored
 // over dy. The loops with and without add are written out apart on purpose: one loop on a
-// template flag (`kAdd ? dy + add : dy`) ran the finisher 25-30 % slower on the Zen 5 (100352 x
-// 256 bf16, one norm 9.0-10.5 ms against 6.9-7.8), as GCC vectorised it; likewise below.
+// template flag (`kAdd ? dy + add : dy`) ran the finisher about 25 % slower on the Zen 5 (100352
+// x 256 bf16, one norm 8.9-10.5 ms against 6.9-8.4), as GCC vectorised it; likewise below.
 template <bool kStoreMasked, typename X, typename Y>
 NOSTRUM_ALWAYS_INLINE void gradient_sums(
     double* __restrict a, double* __restrict b,
