@@ -2,7 +2,10 @@
 // every dispatch ran.
 #include "nostrum/core/isa_dispatch.hpp"
 
+#include <string>
+
 #include "nostrum/core/cpu_features.hpp"
+#include "nostrum/core/error.hpp"
 
 namespace nostrum {
 
@@ -32,7 +35,9 @@ const char* dispatch_site_name(DispatchSite site) {
   return "?";
 }
 
-Isa elementwise_isa() {
+namespace {
+
+Isa table_elementwise_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
     if (f.avx512f) return Isa::kAvx512;
@@ -40,6 +45,29 @@ Isa elementwise_isa() {
     return Isa::kBaseline;
   }();
   return isa;
+}
+
+// A ScopedElementwiseIsa's level, or -1: the table's.
+std::atomic<int> elementwise_override{-1};
+
+}  // namespace
+
+Isa elementwise_isa() {
+  const int forced = elementwise_override.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<Isa>(forced) : table_elementwise_isa();
+}
+
+ScopedElementwiseIsa::ScopedElementwiseIsa(Isa isa)
+    : previous_(elementwise_override.load(std::memory_order_relaxed)) {
+  NOSTRUM_CHECK(isa <= table_elementwise_isa(), OptionError,
+                std::string("the elementwise kernels' ") + isa_name(isa) +
+                    " copy asked, above the CPU features table's " +
+                    isa_name(table_elementwise_isa()));
+  elementwise_override.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+ScopedElementwiseIsa::~ScopedElementwiseIsa() {
+  elementwise_override.store(previous_, std::memory_order_relaxed);
 }
 
 std::vector<Isa> dispatch_variants_ran(DispatchSite site) {

@@ -17,6 +17,10 @@
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/relu_mask.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include "batch_norm_avx512.hpp"
+#endif
+
 namespace nostrum::layers {
 
 namespace {
@@ -97,6 +101,9 @@ NOSTRUM_ALWAYS_INLINE float madd(float a, float b, float c) {
 // slices of at most kSliceChannels channels (ResNets have at most 2048).
 constexpr int64_t kBlockRows = 16;
 constexpr int kSliceChannels = 4096;
+#if defined(__x86_64__) || defined(__i386__)
+static_assert(bn_avx512::kBlockRows == kBlockRows, "the AVX-512 sums take the same row blocks");
+#endif
 
 // acc (C) += sum over rows of x (rows, C).
 template <typename X>
@@ -191,13 +198,13 @@ NOSTRUM_ALWAYS_INLINE void normalize_rows_body(Y* __restrict y, const X* __restr
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Z>,
-                     DispatchSite::kBatchNormRows, normalize_rows,
-                     (Y* __restrict y, const X* __restrict x, const Z* __restrict z,
-                      const float* __restrict mean, const float* __restrict invstd,
-                      const float* __restrict gamma, const float* __restrict beta, int64_t rows,
-                      int C, bool relu),
-                     (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
+NOSTRUM_ISA_VARIANTS_HAND_AVX512(
+    template <typename Y NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Z>,
+    DispatchSite::kBatchNormRows, normalize_rows, bn_avx512::normalize_rows,
+    (Y* __restrict y, const X* __restrict x, const Z* __restrict z, const float* __restrict mean,
+     const float* __restrict invstd, const float* __restrict gamma, const float* __restrict beta,
+     int64_t rows, int C, bool relu),
+    (y, x, z, mean, invstd, gamma, beta, rows, C, relu))
 
 // a (width) += sum of g, b (width) += sum of g * (x - mean), g = dy masked by y > 0 when y is
 // given; float partials of kBlockRows rows as above. Rows of `stride` floats, of which the first
@@ -271,12 +278,12 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
                                                   int64_t stride, int width) {
   gradient_sums<false>(a, b, dy, nullptr, x, y, mean, rows, stride, width);
 }
-NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
-                     backward_sum_rows,
-                     (double* __restrict a, double* __restrict b, const float* __restrict dy,
-                      const X* __restrict x, const Y* __restrict y, const float* __restrict mean,
-                      int64_t rows, int64_t stride, int width),
-                     (a, b, dy, x, y, mean, rows, stride, width))
+NOSTRUM_ISA_VARIANTS_HAND_AVX512(
+    template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows, backward_sum_rows,
+    bn_avx512::backward_sum_rows,
+    (double* __restrict a, double* __restrict b, const float* __restrict dy, const X* __restrict x,
+     const Y* __restrict y, const float* __restrict mean, int64_t rows, int64_t stride, int width),
+    (a, b, dy, x, y, mean, rows, stride, width))
 
 // backward_sum_rows with y, the masked gradient also stored: dy = (dy + add, where add is given)
 // masked by y > 0, in place, and a, b (width) += its sums as backward_sum_rows sums them (the same
@@ -289,12 +296,14 @@ NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __re
                                               int64_t stride, int width) {
   gradient_sums<true>(a, b, dy, add, x, y, mean, rows, stride, width);
 }
-NOSTRUM_ISA_VARIANTS(template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows,
-                     mask_sum_rows,
-                     (double* __restrict a, double* __restrict b, float* __restrict dy,
-                      const float* __restrict add, const X* __restrict x, const Y* __restrict y,
-                      const float* __restrict mean, int64_t rows, int64_t stride, int width),
-                     (a, b, dy, add, x, y, mean, rows, stride, width))
+NOSTRUM_ISA_VARIANTS_HAND_AVX512(template <typename X NOSTRUM_COMMA typename Y>,
+                                 DispatchSite::kBatchNormRows, mask_sum_rows,
+                                 bn_avx512::mask_sum_rows,
+                                 (double* __restrict a, double* __restrict b, float* __restrict dy,
+                                  const float* __restrict add, const X* __restrict x,
+                                  const Y* __restrict y, const float* __restrict mean, int64_t rows,
+                                  int64_t stride, int width),
+                                 (a, b, dy, add, x, y, mean, rows, stride, width))
 
 // mask_sum_rows for two norms in one pass: dy = (dy + add, where add is given) masked by y > 0,
 // stored, and (a1, b1) += its sums against x1 around mean1, (a2, b2) against x2 around mean2, each
@@ -355,14 +364,14 @@ NOSTRUM_ALWAYS_INLINE void mask_sum2_rows_body(double* __restrict a1, double* __
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(template <typename X1 NOSTRUM_COMMA typename X2 NOSTRUM_COMMA typename Y>,
-                     DispatchSite::kBatchNormRows, mask_sum2_rows,
-                     (double* __restrict a1, double* __restrict b1, double* __restrict a2,
-                      double* __restrict b2, float* __restrict dy, const float* __restrict add,
-                      const X1* __restrict x1, const X2* __restrict x2, const Y* __restrict y,
-                      const float* __restrict mean1, const float* __restrict mean2, int64_t rows,
-                      int64_t stride, int width),
-                     (a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride, width))
+NOSTRUM_ISA_VARIANTS_HAND_AVX512(
+    template <typename X1 NOSTRUM_COMMA typename X2 NOSTRUM_COMMA typename Y>,
+    DispatchSite::kBatchNormRows, mask_sum2_rows, bn_avx512::mask_sum2_rows,
+    (double* __restrict a1, double* __restrict b1, double* __restrict a2, double* __restrict b2,
+     float* __restrict dy, const float* __restrict add, const X1* __restrict x1,
+     const X2* __restrict x2, const Y* __restrict y, const float* __restrict mean1,
+     const float* __restrict mean2, int64_t rows, int64_t stride, int width),
+    (a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride, width))
 
 // dy = (dy + add, where add is given) masked by y > 0, in place: rows of `stride` floats, the first
 // `width` channels of each; the rows mask_sum_rows stores, for rows whose sums come later.
@@ -410,12 +419,13 @@ NOSTRUM_ALWAYS_INLINE void backward_apply_rows_body(
     }
   }
 }
-NOSTRUM_ISA_VARIANTS(template <typename DX NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Y>,
-                     DispatchSite::kBatchNormRows, backward_apply_rows,
-                     (DX * dx, const float* dy, const X* __restrict x, const Y* __restrict y,
-                      const float* __restrict mean, const float* __restrict ca,
-                      const float* __restrict ck, const float* __restrict cb, int64_t rows, int C),
-                     (dx, dy, x, y, mean, ca, ck, cb, rows, C))
+NOSTRUM_ISA_VARIANTS_HAND_AVX512(
+    template <typename DX NOSTRUM_COMMA typename X NOSTRUM_COMMA typename Y>,
+    DispatchSite::kBatchNormRows, backward_apply_rows, bn_avx512::backward_apply_rows,
+    (DX * dx, const float* dy, const X* __restrict x, const Y* __restrict y,
+     const float* __restrict mean, const float* __restrict ca, const float* __restrict ck,
+     const float* __restrict cb, int64_t rows, int C),
+    (dx, dy, x, y, mean, ca, ck, cb, rows, C))
 
 // An operand that is fp32 or bf16 (whichever pointer is given; both may be null), handed to fn as
 // its typed pointer offset by `at` elements (null stays null).

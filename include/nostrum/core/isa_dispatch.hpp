@@ -32,8 +32,22 @@ constexpr int kIsaLevels = 5;  // Isa::kBaseline .. Isa::kAmx
 const char* dispatch_site_name(DispatchSite site);
 
 // The copy the elementwise kernels run: avx512 where the table has AVX512F, avx2 where it has
-// AVX2, else baseline. Read from the table once.
+// AVX2, else baseline. Read from the table once (a ScopedElementwiseIsa lowers it).
 Isa elementwise_isa();
+
+// For tests, while it lives: the elementwise kernels run their `isa` copy (baseline, avx2 or
+// avx512, no higher than the table's), so one process can compare the copies' bits. Throws
+// OptionError for a level the table does not reach; not for use while kernels run.
+class ScopedElementwiseIsa {
+ public:
+  explicit ScopedElementwiseIsa(Isa isa);
+  ~ScopedElementwiseIsa();
+  ScopedElementwiseIsa(const ScopedElementwiseIsa&) = delete;
+  ScopedElementwiseIsa& operator=(const ScopedElementwiseIsa&) = delete;
+
+ private:
+  int previous_;
+};
 
 namespace detail {
 extern std::atomic<bool> dispatch_ran[kDispatchSites][kIsaLevels];
@@ -81,19 +95,40 @@ void reset_dispatch_record();
   TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {          \
     NAME##_body ARGUMENTS;                                                     \
   }                                                                            \
-  TEMPLATE_HEAD NOSTRUM_TARGET_AVX2 void NAME##_avx2 PARAMETERS {              \
-    NAME##_body ARGUMENTS;                                                     \
-  }                                                                            \
-  TEMPLATE_HEAD void NAME##_baseline PARAMETERS {                              \
-    NAME##_body ARGUMENTS;                                                     \
-  }                                                                            \
-  TEMPLATE_HEAD void NAME PARAMETERS {                                         \
-    const ::nostrum::Isa isa_ = ::nostrum::elementwise_isa();                  \
-    ::nostrum::note_dispatch(SITE, isa_);                                      \
-    if (isa_ == ::nostrum::Isa::kAvx512)                                       \
-      NAME##_avx512 ARGUMENTS;                                                 \
-    else if (isa_ == ::nostrum::Isa::kAvx2)                                    \
-      NAME##_avx2 ARGUMENTS;                                                   \
-    else                                                                       \
-      NAME##_baseline ARGUMENTS;                                               \
+  NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, TEMPLATE_HEAD)
+
+// NOSTRUM_ISA_VARIANTS with the AVX-512 copy written by hand (intrinsics) on x86: NAME_avx512
+// calls AVX512_KERNEL (a function of the same parameters, compiled for that target); elsewhere it
+// is the body's copy like the others.
+#if defined(__x86_64__) || defined(__i386__)
+#define NOSTRUM_ISA_VARIANTS_HAND_AVX512(TEMPLATE_HEAD, SITE, NAME, AVX512_KERNEL, PARAMETERS, \
+                                         ARGUMENTS)                                            \
+  TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {                          \
+    AVX512_KERNEL ARGUMENTS;                                                                   \
+  }                                                                                            \
+  NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, TEMPLATE_HEAD)
+#else
+#define NOSTRUM_ISA_VARIANTS_HAND_AVX512(TEMPLATE_HEAD, SITE, NAME, AVX512_KERNEL, PARAMETERS, \
+                                         ARGUMENTS)                                            \
+  NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, PARAMETERS, ARGUMENTS)
+#endif
+
+// The avx2 and baseline copies and the dispatcher (the two macros above); the template head comes
+// last, as variadic arguments, since a NOSTRUM_COMMA in it is a comma once passed on.
+#define NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, ...) \
+  __VA_ARGS__ NOSTRUM_TARGET_AVX2 void NAME##_avx2 PARAMETERS {                   \
+    NAME##_body ARGUMENTS;                                                        \
+  }                                                                               \
+  __VA_ARGS__ void NAME##_baseline PARAMETERS {                                   \
+    NAME##_body ARGUMENTS;                                                        \
+  }                                                                               \
+  __VA_ARGS__ void NAME PARAMETERS {                                              \
+    const ::nostrum::Isa isa_ = ::nostrum::elementwise_isa();                     \
+    ::nostrum::note_dispatch(SITE, isa_);                                         \
+    if (isa_ == ::nostrum::Isa::kAvx512)                                          \
+      NAME##_avx512 ARGUMENTS;                                                    \
+    else if (isa_ == ::nostrum::Isa::kAvx2)                                       \
+      NAME##_avx2 ARGUMENTS;                                                      \
+    else                                                                          \
+      NAME##_baseline ARGUMENTS;                                                  \
   }
