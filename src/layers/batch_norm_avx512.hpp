@@ -12,9 +12,9 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 conversion intrinsics pass an undefined vector as the merge source and warn about
-// it under -Wmaybe-uninitialized (GCC bug 105593, fixed in GCC 13): a false positive (here for the
-// rest of batch_norm.cpp too, which includes this file).
+// GCC 12's AVX-512 conversion intrinsics pass an undefined vector as the merge source and warn
+// about it under -Wmaybe-uninitialized (GCC bug 105593, fixed in GCC 13): a false positive (here
+// for the rest of batch_norm.cpp too, which includes this file).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
@@ -42,9 +42,8 @@ NOSTRUM_BN_AVX512_INLINE __m512 load(const float* p, __mmask16 k) {
 // bf16 widened exactly (kernels::bf16_to_fp32).
 template <bool kMasked>
 NOSTRUM_BN_AVX512_INLINE __m512 load(const uint16_t* p, __mmask16 k) {
-  const __m256i h =
-      kMasked ? _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(__mmask32(k), p))
-              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i h = kMasked ? _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(__mmask32(k), p))
+                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 template <bool kMasked>
@@ -98,8 +97,7 @@ NOSTRUM_BN_AVX512_INLINE void add_to_doubles(double* acc, __mmask16 k, __m512 p)
 // slice's invstd * gamma (a float product, as the portable body forms it).
 template <bool kMasked, bool kResidual, bool kRelu, typename Y, typename X, typename Z>
 NOSTRUM_BN_AVX512_INLINE void normalize_vector(Y* y, const X* x, const Z* z, const float* mean,
-                                               const float* scale, const float* beta,
-                                               __mmask16 k) {
+                                               const float* scale, const float* beta, __mmask16 k) {
   prefetch(x);
   if constexpr (kResidual) prefetch(z);
   __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(load<kMasked>(x, k), load<kMasked>(mean, k)),
@@ -121,15 +119,14 @@ NOSTRUM_BN_AVX512_INLINE void normalize_slice(Y* y, const X* x, const Z* z, cons
       normalize_vector<false, kResidual, kRelu>(y + o + c, x + o + c, z + o + c, mean + c,
                                                 scale + c, beta + c, 0xffff);
     if (c < n)
-      normalize_vector<true, kResidual, kRelu>(y + o + c, x + o + c, z + o + c, mean + c,
-                                               scale + c, beta + c, lanes(n - c));
+      normalize_vector<true, kResidual, kRelu>(y + o + c, x + o + c, z + o + c, mean + c, scale + c,
+                                               beta + c, lanes(n - c));
   }
 }
 
 template <typename Y, typename X, typename Z>
-NOSTRUM_BN_AVX512 void normalize_rows(Y* __restrict y, const X* __restrict x,
-                                      const Z* __restrict z, const float* __restrict mean,
-                                      const float* __restrict invstd,
+NOSTRUM_BN_AVX512 void normalize_rows(Y* __restrict y, const X* __restrict x, const Z* __restrict z,
+                                      const float* __restrict mean, const float* __restrict invstd,
                                       const float* __restrict gamma, const float* __restrict beta,
                                       int64_t rows, int C, bool relu) {
   constexpr int kSlice = 4096;
@@ -154,7 +151,6 @@ NOSTRUM_BN_AVX512 void normalize_rows(Y* __restrict y, const X* __restrict x,
     }
   }
 }
-
 
 // backward_apply_rows_body: dx = ca * g - ck * (x - mean) + cb, g = dy masked by y > 0 when y is
 // given; an fp32 dx may alias dy (each vector is read before it is written).
@@ -207,10 +203,9 @@ NOSTRUM_BN_AVX512 void backward_apply_rows(DX* dx, const float* dy, const X* __r
 // and, for a second norm, pb2 += g * (x2 - m2).
 template <bool kMasked, bool kStore, bool kAdd, bool kMask, int kNorms, typename X1, typename X2,
           typename Y>
-NOSTRUM_BN_AVX512_INLINE void group_row(__m512& pa, __m512& pb1, __m512& pb2, __m512 m1,
-                                        __m512 m2, float* dy, const float* add, const X1* x1,
-                                        const X2* x2, const Y* y, int64_t o, int64_t ahead,
-                                        __mmask16 k) {
+NOSTRUM_BN_AVX512_INLINE void group_row(__m512& pa, __m512& pb1, __m512& pb2, __m512 m1, __m512 m2,
+                                        float* dy, const float* add, const X1* x1, const X2* x2,
+                                        const Y* y, int64_t o, int64_t ahead, __mmask16 k) {
   // The same lines of the next 16-row block (the rows are walked a register block at a time).
   prefetch(dy + o, ahead);
   prefetch(x1 + o, ahead);
@@ -234,10 +229,10 @@ NOSTRUM_BN_AVX512_INLINE void group_row(__m512& pa, __m512& pb1, __m512& pb2, __
 // sums, taken once).
 template <bool kStore, bool kAdd, bool kMask, int kNorms, int kGroupsHere, bool kLastMasked,
           typename X1, typename X2, typename Y>
-NOSTRUM_BN_AVX512_INLINE void block_sums(double* a1, double* b1, double* a2, double* b2,
-                                         float* dy, const float* add, const X1* x1, const X2* x2,
-                                         const Y* y, const float* mean1, const float* mean2,
-                                         int64_t rn, int64_t stride, int c0, __mmask16 last) {
+NOSTRUM_BN_AVX512_INLINE void block_sums(double* a1, double* b1, double* a2, double* b2, float* dy,
+                                         const float* add, const X1* x1, const X2* x2, const Y* y,
+                                         const float* mean1, const float* mean2, int64_t rn,
+                                         int64_t stride, int c0, __mmask16 last) {
   constexpr int G = kGroupsHere;
   __m512 pa[G], pb1[G], pb2[G], m1[G], m2[G];
   for (int j = 0; j < G; ++j) {
@@ -285,18 +280,26 @@ NOSTRUM_BN_AVX512_INLINE void rows_sums(double* a1, double* b1, double* a2, doub
       const int left = width - c0;
       const int groups = std::min(kGroups, (left + 15) / 16);
       const __mmask16 last = lanes(left - 16 * (groups - 1));
-#define NOSTRUM_BN_BLOCK(G)                                                                    \
-  if (last == 0xffff)                                                                          \
+#define NOSTRUM_BN_BLOCK(G)                                                                     \
+  if (last == 0xffff)                                                                           \
     block_sums<kStore, kAdd, kMask, kNorms, G, false>(a1, b1, a2, b2, d, ad, p1, p2, py, mean1, \
-                                                      mean2, rn, stride, c0, last);            \
-  else                                                                                         \
+                                                      mean2, rn, stride, c0, last);             \
+  else                                                                                          \
     block_sums<kStore, kAdd, kMask, kNorms, G, true>(a1, b1, a2, b2, d, ad, p1, p2, py, mean1,  \
                                                      mean2, rn, stride, c0, last)
       switch (groups) {
-        case 4: NOSTRUM_BN_BLOCK(4); break;
-        case 3: NOSTRUM_BN_BLOCK(3); break;
-        case 2: NOSTRUM_BN_BLOCK(2); break;
-        default: NOSTRUM_BN_BLOCK(1); break;
+        case 4:
+          NOSTRUM_BN_BLOCK(4);
+          break;
+        case 3:
+          NOSTRUM_BN_BLOCK(3);
+          break;
+        case 2:
+          NOSTRUM_BN_BLOCK(2);
+          break;
+        default:
+          NOSTRUM_BN_BLOCK(1);
+          break;
       }
 #undef NOSTRUM_BN_BLOCK
     }
@@ -344,8 +347,8 @@ NOSTRUM_BN_AVX512 void mask_sum2_rows(double* __restrict a1, double* __restrict 
     rows_sums<true, true, true, 2>(a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride,
                                    width);
   else
-    rows_sums<true, false, true, 2>(a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows,
-                                    stride, width);
+    rows_sums<true, false, true, 2>(a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride,
+                                    width);
 }
 
 }  // namespace nostrum::layers::bn_avx512

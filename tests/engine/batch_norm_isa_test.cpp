@@ -3,8 +3,8 @@
 // compiled from the portable bodies): the training and eval forwards, the backward and the add +
 // ReLU backward with its norms' sums, over fp32 and bf16 operands, channel counts with partial
 // vectors and partial register groups, 1 and 2 threads.
-#include <catch2/catch.hpp>
 #include <omp.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -76,8 +76,8 @@ Outputs run_kernels(int64_t rows, int C, uint32_t seed) {
           f.residual = residual == 1 ? z.data() : nullptr;
           f.residual_bf16 = residual == 2 ? z_bf16.data() : nullptr;
           L::batch_norm_forward_training(out.data(), mean.data(), invstd.data(), rm.data(),
-                                         rv.data(), x.data(), gamma.data(), beta.data(), rows, C,
-                                         f, scratch.data());
+                                         rv.data(), x.data(), gamma.data(), beta.data(), rows, C, f,
+                                         scratch.data());
           o.add("forward " + tag, out_bf16 ? std::vector<float>() : out);
           o.add("forward bf16 " + tag, out_b);
           o.add("mean " + tag, mean);
@@ -116,8 +116,8 @@ Outputs run_kernels(int64_t rows, int C, uint32_t seed) {
       for (bool pieces : {false, true}) {
         const std::string tag = std::string(bf16 ? "bf16" : "fp32") + " operands, " +
                                 std::to_string(norms) + " norms" + (pieces ? ", in pieces" : "");
-        std::vector<std::vector<double>> sums(2,
-                                              std::vector<double>(L::batch_norm_backward_sums_doubles(C)));
+        std::vector<std::vector<double>> sums(
+            2, std::vector<double>(L::batch_norm_backward_sums_doubles(C)));
         L::NormSumsRequest r[2];
         r[0].in = bf16 ? nullptr : x.data();
         r[0].in_bf16 = bf16 ? x_bf16.data() : nullptr;
@@ -137,7 +137,8 @@ Outputs run_kernels(int64_t rows, int C, uint32_t seed) {
           backward.finish(nullptr, 0, rows);
         }
         o.add("add backward d_sum " + tag, d_sum);
-        for (int i = 0; i < norms; ++i) o.add("add backward sums " + std::to_string(i) + " " + tag, sums[i]);
+        for (int i = 0; i < norms; ++i)
+          o.add("add backward sums " + std::to_string(i) + " " + tag, sums[i]);
       }
   return o;
 }
@@ -155,7 +156,7 @@ TEST_CASE("the batch norm's row kernels give the same bits in every ISA copy",
   nostrum::reset_dispatch_record();
   // 16 channels (one vector), 24 (one and a partial one), 80 (a register group of 4 and one more),
   // 100 (partial vector in a partial group), 256 and 2048.
-  const std::pair<int64_t, int> shapes[] = {{37, 16}, {50, 24}, {41, 80},
+  const std::pair<int64_t, int> shapes[] = {{37, 16},   {50, 24},  {41, 80},
                                             {130, 100}, {20, 256}, {18, 2048}};
   for (const auto& [rows, C] : shapes)
     for (int threads : {1, 2}) {
