@@ -45,7 +45,8 @@ double median_ms(F&& f, int repeats) {
 // 64-byte aligned, as the model's arena hands tensors out.
 template <typename T>
 struct Buffer {
-  explicit Buffer(size_t n) : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {}
+  explicit Buffer(size_t n)
+      : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {}
   ~Buffer() { std::free(p); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -70,7 +71,10 @@ int main(int argc, char** argv) {
     else if (a == "--repeats" && i + 1 < argc)
       repeats = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "nostrum-bn-bench: unknown option %s\nusage: nostrum-bn-bench [--threads N] [--repeats R]\n", a.c_str());
+      std::fprintf(stderr,
+                   "nostrum-bn-bench: unknown option %s\nusage: nostrum-bn-bench [--threads N] "
+                   "[--repeats R]\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -84,10 +88,11 @@ int main(int argc, char** argv) {
               threads, repeats);
   std::printf("# %-22s %7s %5s %-8s %8s %8s %8s\n", "shape", "rows", "C", "copy", "forward",
               "backward", "add_bwd");
-  const Shape shapes[] = {{"layer1 inner", 100352, 64, false},  {"layer1 block end", 100352, 256, true},
-                          {"layer2 inner", 25088, 128, false},  {"layer2 block end", 25088, 512, true},
-                          {"layer3 inner", 6272, 256, false},   {"layer3 block end", 6272, 1024, true},
-                          {"layer4 inner", 1568, 512, false},   {"layer4 block end", 1568, 2048, true}};
+  const Shape shapes[] = {
+      {"layer1 inner", 100352, 64, false}, {"layer1 block end", 100352, 256, true},
+      {"layer2 inner", 25088, 128, false}, {"layer2 block end", 25088, 512, true},
+      {"layer3 inner", 6272, 256, false},  {"layer3 block end", 6272, 1024, true},
+      {"layer4 inner", 1568, 512, false},  {"layer4 block end", 1568, 2048, true}};
   for (const Shape& s : shapes) {
     const int64_t rows = s.rows;
     const int C = s.C;
@@ -100,9 +105,10 @@ int main(int argc, char** argv) {
       z.p[i] = kernels::fp32_to_bf16(float(int(i * 40503u % 1001) - 500) * 0.002f);
       dy.p[i] = float(int(i * 97u % 201) - 100) * 0.01f;
     }
-    for (size_t i = 0; i < size_t(piece) * C; ++i) add.p[i] = float(int(i * 31u % 101) - 50) * 0.01f;
-    std::vector<float> gamma(C, 1.1f), beta(C, 0.1f), mean(C), invstd(C), rm(C, 0.0f),
-        rv(C, 1.0f), dg(C), db(C);
+    for (size_t i = 0; i < size_t(piece) * C; ++i)
+      add.p[i] = float(int(i * 31u % 101) - 50) * 0.01f;
+    std::vector<float> gamma(C, 1.1f), beta(C, 0.1f), mean(C), invstd(C), rm(C, 0.0f), rv(C, 1.0f),
+        dg(C), db(C);
     std::vector<double> scratch(L::batch_norm_scratch_doubles(C)),
         sums(L::batch_norm_backward_sums_doubles(C));
     for (Isa copy : copies) {
