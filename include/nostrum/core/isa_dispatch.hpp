@@ -110,7 +110,10 @@ void reset_dispatch_record();
 #else
 #define NOSTRUM_ISA_VARIANTS_HAND_AVX512(TEMPLATE_HEAD, SITE, NAME, AVX512_KERNEL, PARAMETERS, \
                                          ARGUMENTS)                                            \
-  NOSTRUM_ISA_VARIANTS(TEMPLATE_HEAD, SITE, NAME, PARAMETERS, ARGUMENTS)
+  TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {                          \
+    NAME##_body ARGUMENTS;                                                                     \
+  }                                                                                            \
+  NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, TEMPLATE_HEAD)
 #endif
 
 // The avx2 and baseline copies and the dispatcher (the two macros above); the template head comes
