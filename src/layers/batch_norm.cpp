@@ -67,7 +67,9 @@ void chunked_channel_sums(double* total, double* partial, int64_t rows, int C, R
 // (nostrum/core/isa_dispatch.hpp; no -march=native). Each operand is fp32 or bf16 (a template
 // parameter): a bf16 operand is widened exactly in the register as it is loaded and a bf16 result
 // rounded as it is stored (kernels/bf16.hpp's rounding), so a bf16 tensor costs no pass of its own
-// and gives the bits of an fp32 one holding the same values.
+// and gives the bits of an fp32 one holding the same values. The AVX-512 copy of the hot ones
+// (NOSTRUM_ISA_VARIANTS_HAND_AVX512 below) is written in intrinsics in batch_norm_avx512.hpp: the
+// same operations per lane in the same order, so the same bits (tests/engine/batch_norm_isa_test).
 NOSTRUM_ALWAYS_INLINE float load_value(const float* p, int64_t i) {
   return p[i];
 }

@@ -35,8 +35,9 @@ const char* dispatch_site_name(DispatchSite site);
 // AVX2, else baseline. Read from the table once (a ScopedElementwiseIsa lowers it).
 Isa elementwise_isa();
 
-// For tests, while it lives: the elementwise kernels run their `isa` copy (baseline, avx2 or
-// avx512, no higher than the table's), so one process can compare the copies' bits. Throws
+// For tests and benchmarks, while it lives: the elementwise kernels run their `isa` copy
+// (baseline, avx2 or avx512, no higher than the table's), so one process can compare the copies'
+// bits and times (tests/engine/batch_norm_isa_test.cpp, nostrum-bn-bench). Throws
 // OptionError for a level the table does not reach; not for use while kernels run.
 class ScopedElementwiseIsa {
  public:
@@ -101,20 +102,16 @@ void reset_dispatch_record();
 // calls AVX512_KERNEL (a function of the same parameters, compiled for that target); elsewhere it
 // is the body's copy like the others.
 #if defined(__x86_64__) || defined(__i386__)
-#define NOSTRUM_ISA_VARIANTS_HAND_AVX512(TEMPLATE_HEAD, SITE, NAME, AVX512_KERNEL, PARAMETERS, \
-                                         ARGUMENTS)                                            \
-  TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {                          \
-    AVX512_KERNEL ARGUMENTS;                                                                   \
-  }                                                                                            \
-  NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, TEMPLATE_HEAD)
+#define NOSTRUM_ISA_HAND_AVX512_KERNEL(NAME, AVX512_KERNEL) AVX512_KERNEL
 #else
+#define NOSTRUM_ISA_HAND_AVX512_KERNEL(NAME, AVX512_KERNEL) NAME##_body
+#endif
 #define NOSTRUM_ISA_VARIANTS_HAND_AVX512(TEMPLATE_HEAD, SITE, NAME, AVX512_KERNEL, PARAMETERS, \
                                          ARGUMENTS)                                            \
   TEMPLATE_HEAD NOSTRUM_TARGET_AVX512 void NAME##_avx512 PARAMETERS {                          \
-    NAME##_body ARGUMENTS;                                                                     \
+    NOSTRUM_ISA_HAND_AVX512_KERNEL(NAME, AVX512_KERNEL) ARGUMENTS;                             \
   }                                                                                            \
   NOSTRUM_ISA_VARIANTS_BELOW_AVX512(SITE, NAME, PARAMETERS, ARGUMENTS, TEMPLATE_HEAD)
-#endif
 
 // The avx2 and baseline copies and the dispatcher (the two macros above); the template head comes
 // last, as variadic arguments, since a NOSTRUM_COMMA in it is a comma once passed on.
