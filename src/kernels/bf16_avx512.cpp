@@ -7,6 +7,8 @@
 
 #include <immintrin.h>
 
+#include "bf16_avx512_lanes.hpp"
+
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as merge sources and warn about it
 // (GCC bug 105593, fixed in GCC 13): a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -16,15 +18,7 @@ namespace nostrum::kernels::bf16_avx512 {
 
 namespace {
 
-// Upper 16 bits of the result = fp32_to_bf16 of each lane (see nostrum/kernels/bf16.hpp).
-inline __m512i round_bits(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-}
+using bf16_lanes::round_bits;
 
 // 32 bf16 (16 words) from the upper halves of lo (elements 0-15) and hi (16-31).
 inline __m512i upper_halves(__m512i lo, __m512i hi) {

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "bf16_avx512.hpp"
+#include "bf16_avx512_lanes.hpp"
 
 namespace nostrum::kernels::winograd_avx512 {
 
@@ -48,13 +49,7 @@ inline __m512i pair_words(__m512 lo, __m512 hi) {
   return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-// bf16 to fp32: the 16 bits as the high half of each lane.
-inline __m512 widen(__m256i bf16) {
-  // (The maskz forms, all lanes: GCC 12 warns of its own undefined operand in the plain ones.)
-  const __mmask16 all = 0xffff;
-  return _mm512_castsi512_ps(
-      _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, bf16), 16));
-}
+using bf16_lanes::widen;
 
 // 32 channels of one pixel as fp32 values of bf16 operands: an fp32 image rounded to bf16 first
 // (as every bf16 candidate rounds its operands), so that an image handed over in bf16 gives the

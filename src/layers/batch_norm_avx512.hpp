@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/bf16_avx512_lanes.hpp"
+
 namespace nostrum::layers::bn_avx512 {
 
 #define NOSTRUM_BN_AVX512 __attribute__((target("avx512f,avx512bw,fma")))
@@ -42,9 +44,9 @@ NOSTRUM_BN_AVX512_INLINE __m512 load(const float* p, __mmask16 k) {
 // bf16 widened exactly (kernels::bf16_to_fp32).
 template <bool kMasked>
 NOSTRUM_BN_AVX512_INLINE __m512 load(const uint16_t* p, __mmask16 k) {
-  const __m256i h = kMasked ? _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(__mmask32(k), p))
-                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return kernels::bf16_lanes::widen(
+      kMasked ? _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(__mmask32(k), p))
+              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 template <bool kMasked>
 NOSTRUM_BN_AVX512_INLINE void store(float* p, __mmask16 k, __m512 v) {
@@ -56,15 +58,7 @@ NOSTRUM_BN_AVX512_INLINE void store(float* p, __mmask16 k, __m512 v) {
 // Rounded to bf16 as kernels::fp32_to_bf16 rounds (to nearest even; a NaN made quiet).
 template <bool kMasked>
 NOSTRUM_BN_AVX512_INLINE void store(uint16_t* p, __mmask16 k, __m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i high = _mm512_srli_epi32(u, 16);
-  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i bits =
-      _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+  const __m512i bits = _mm512_srli_epi32(kernels::bf16_lanes::round_bits(v), 16);
   const __m256i h = _mm512_cvtepi32_epi16(bits);
   if constexpr (kMasked)
     _mm512_mask_storeu_epi16(p, __mmask32(k), _mm512_castsi256_si512(h));
@@ -201,10 +195,10 @@ NOSTRUM_BN_AVX512 void backward_apply_rows(DX* dx, const float* dy, const X* __r
 // One row of one 16-channel group of block_sums (below), at offset o: g = dy (+ add when kAdd),
 // masked by y > 0 when kMask and then stored over dy when kStore; pa += g, pb1 += g * (x1 - m1)
 // and, for a second norm, pb2 += g * (x2 - m2).
-template <bool kMasked, bool kStore, bool kAdd, bool kMask, int kNorms, typename X1, typename X2,
-          typename Y>
+template <bool kMasked, bool kStore, bool kAdd, bool kMask, int kNorms, typename D, typename X1,
+          typename X2, typename Y>
 NOSTRUM_BN_AVX512_INLINE void group_row(__m512& pa, __m512& pb1, __m512& pb2, __m512 m1, __m512 m2,
-                                        float* dy, const float* add, const X1* x1, const X2* x2,
+                                        D* dy, const float* add, const X1* x1, const X2* x2,
                                         const Y* y, int64_t o, int64_t ahead, __mmask16 k) {
   // The same lines of the next 16-row block (the rows are walked a register block at a time).
   prefetch(dy + o, ahead);
@@ -228,8 +222,8 @@ NOSTRUM_BN_AVX512_INLINE void group_row(__m512& pa, __m512& pb1, __m512& pb2, __
 // g * (x_i - mean_i), through float partials in registers (both norms' sums of g are the same
 // sums, taken once).
 template <bool kStore, bool kAdd, bool kMask, int kNorms, int kGroupsHere, bool kLastMasked,
-          typename X1, typename X2, typename Y>
-NOSTRUM_BN_AVX512_INLINE void block_sums(double* a1, double* b1, double* a2, double* b2, float* dy,
+          typename D, typename X1, typename X2, typename Y>
+NOSTRUM_BN_AVX512_INLINE void block_sums(double* a1, double* b1, double* a2, double* b2, D* dy,
                                          const float* add, const X1* x1, const X2* x2, const Y* y,
                                          const float* mean1, const float* mean2, int64_t rn,
                                          int64_t stride, int c0, __mmask16 last) {
@@ -262,16 +256,18 @@ NOSTRUM_BN_AVX512_INLINE void block_sums(double* a1, double* b1, double* a2, dou
   }
 }
 
-// Rows of `stride` floats, the first `width` channels of each, in 16-row blocks from the first.
-template <bool kStore, bool kAdd, bool kMask, int kNorms, typename X1, typename X2, typename Y>
-NOSTRUM_BN_AVX512_INLINE void rows_sums(double* a1, double* b1, double* a2, double* b2, float* dy,
+// Rows of `stride` floats, the first `width` channels of each, in 16-row blocks from the first; dy
+// is const float when the mask is not stored (kStore false).
+template <bool kStore, bool kAdd, bool kMask, int kNorms, typename D, typename X1, typename X2,
+          typename Y>
+NOSTRUM_BN_AVX512_INLINE void rows_sums(double* a1, double* b1, double* a2, double* b2, D* dy,
                                         const float* add, const X1* x1, const X2* x2, const Y* y,
                                         const float* mean1, const float* mean2, int64_t rows,
                                         int64_t stride, int width) {
   for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
     const int64_t rn = std::min(kBlockRows, rows - r0);
     const int64_t at = r0 * stride;
-    float* d = dy + at;
+    D* d = dy + at;
     const float* ad = kAdd ? add + at : add;
     const X1* p1 = x1 + at;
     const X2* p2 = kNorms == 2 ? x2 + at : x2;
@@ -312,12 +308,11 @@ NOSTRUM_BN_AVX512 void backward_sum_rows(double* __restrict a, double* __restric
                                          const float* __restrict dy, const X* __restrict x,
                                          const Y* __restrict y, const float* __restrict mean,
                                          int64_t rows, int64_t stride, int width) {
-  float* d = const_cast<float*>(dy);  // read only: kStore is false
   if (y)
-    rows_sums<false, false, true, 1>(a, b, a, b, d, nullptr, x, x, y, mean, mean, rows, stride,
+    rows_sums<false, false, true, 1>(a, b, a, b, dy, nullptr, x, x, y, mean, mean, rows, stride,
                                      width);
   else
-    rows_sums<false, false, false, 1>(a, b, a, b, d, nullptr, x, x, y, mean, mean, rows, stride,
+    rows_sums<false, false, false, 1>(a, b, a, b, dy, nullptr, x, x, y, mean, mean, rows, stride,
                                       width);
 }
 
