@@ -212,25 +212,33 @@ NOSTRUM_ISA_VARIANTS_HAND_AVX512(
 // given; float partials of kBlockRows rows as above. Rows of `stride` floats, of which the first
 // `width` channels (every pointer at the slice's first channel). kStoreMasked (y given): g is
 // formed from dy + add where add is given (the float add a separate pass would make), and stored
-// over dy. The loops with and without add are written out apart on purpose: one loop on a
-// template flag (`kAdd ? dy + add : dy`) ran the finisher about 25 % slower on the Zen 5 (100352
-// x 256 bf16, one norm 8.9-10.5 ms against 6.9-8.4), as GCC vectorised it; likewise below.
-template <bool kStoreMasked, typename X, typename Y>
+// over dy. kNorms 2 (kStoreMasked): a second norm's sums too, a2 += sum of g (the same sums as a)
+// and b2 += sum of g * (x2 - mean2), with the operations of the first. The loops with and without
+// add are written out apart on purpose: one loop on a template flag (`kAdd ? dy + add : dy`) ran
+// the finisher about 25 % slower on the Zen 5 (100352 x 256 bf16, one norm 8.9-10.5 ms against
+// 6.9-8.4), as GCC vectorised it.
+template <bool kStoreMasked, int kNorms, typename X, typename X2, typename Y>
 NOSTRUM_ALWAYS_INLINE void gradient_sums(
-    double* __restrict a, double* __restrict b,
+    double* __restrict a, double* __restrict b, double* __restrict a2, double* __restrict b2,
     std::conditional_t<kStoreMasked, float, const float>* __restrict dy,
-    const float* __restrict add, const X* __restrict x, const Y* __restrict y,
-    const float* __restrict mean, int64_t rows, int64_t stride, int width) {
-  float pa[kSliceChannels], pb[kSliceChannels];
+    const float* __restrict add, const X* __restrict x, const X2* __restrict x2,
+    const Y* __restrict y, const float* __restrict mean, const float* __restrict mean2,
+    int64_t rows, int64_t stride, int width) {
+  static_assert(kNorms == 1 || kStoreMasked, "a second norm's sums only with the stored mask");
+  float pa[kSliceChannels], pb[kSliceChannels], pb2[kNorms == 2 ? kSliceChannels : 1];
   for (int c0 = 0; c0 < width; c0 += kSliceChannels) {
     const int n = std::min(kSliceChannels, width - c0);
     const float* mc = mean + c0;
+    const float* m2 = kNorms == 2 ? mean2 + c0 : mean2;
     for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
       const int64_t rn = std::min(kBlockRows, rows - r0);
       const int64_t at = r0 * stride + c0;
       auto* dyr = dy + at;
       const X* xr = x + at;
+      const X2* x2r = kNorms == 2 ? x2 + at : x2;
       for (int c = 0; c < n; ++c) pa[c] = pb[c] = 0.0f;
+      if constexpr (kNorms == 2)
+        for (int c = 0; c < n; ++c) pb2[c] = 0.0f;
       if (y) {
         const Y* yr = y + at;
         const float* addr = add ? add + at : nullptr;
@@ -243,6 +251,7 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
               if constexpr (kStoreMasked) dyr[o + c] = g;
               pa[c] += g;
               pb[c] = madd(g, load_value(xr, o + c) - mc[c], pb[c]);
+              if constexpr (kNorms == 2) pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
             }
           } else {
             NOSTRUM_CHANNEL_LANES
@@ -251,6 +260,7 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
               if constexpr (kStoreMasked) dyr[o + c] = g;
               pa[c] += g;
               pb[c] = madd(g, load_value(xr, o + c) - mc[c], pb[c]);
+              if constexpr (kNorms == 2) pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
             }
           }
         }
@@ -269,6 +279,11 @@ NOSTRUM_ALWAYS_INLINE void gradient_sums(
         a[c0 + c] += pa[c];
         b[c0 + c] += pb[c];
       }
+      if constexpr (kNorms == 2)
+        for (int c = 0; c < n; ++c) {
+          a2[c0 + c] += pa[c];
+          b2[c0 + c] += pb2[c];
+        }
     }
   }
 }
@@ -278,7 +293,8 @@ NOSTRUM_ALWAYS_INLINE void backward_sum_rows_body(double* __restrict a, double* 
                                                   const Y* __restrict y,
                                                   const float* __restrict mean, int64_t rows,
                                                   int64_t stride, int width) {
-  gradient_sums<false>(a, b, dy, nullptr, x, y, mean, rows, stride, width);
+  gradient_sums<false, 1>(a, b, nullptr, nullptr, dy, nullptr, x, static_cast<const X*>(nullptr), y,
+                          mean, nullptr, rows, stride, width);
 }
 NOSTRUM_ISA_VARIANTS_HAND_AVX512(
     template <typename X NOSTRUM_COMMA typename Y>, DispatchSite::kBatchNormRows, backward_sum_rows,
@@ -296,7 +312,8 @@ NOSTRUM_ALWAYS_INLINE void mask_sum_rows_body(double* __restrict a, double* __re
                                               const X* __restrict x, const Y* __restrict y,
                                               const float* __restrict mean, int64_t rows,
                                               int64_t stride, int width) {
-  gradient_sums<true>(a, b, dy, add, x, y, mean, rows, stride, width);
+  gradient_sums<true, 1>(a, b, nullptr, nullptr, dy, add, x, static_cast<const X*>(nullptr), y,
+                         mean, nullptr, rows, stride, width);
 }
 NOSTRUM_ISA_VARIANTS_HAND_AVX512(template <typename X NOSTRUM_COMMA typename Y>,
                                  DispatchSite::kBatchNormRows, mask_sum_rows,
@@ -319,52 +336,7 @@ NOSTRUM_ALWAYS_INLINE void mask_sum2_rows_body(double* __restrict a1, double* __
                                                const Y* __restrict y, const float* __restrict mean1,
                                                const float* __restrict mean2, int64_t rows,
                                                int64_t stride, int width) {
-  float pa1[kSliceChannels], pb1[kSliceChannels], pa2[kSliceChannels], pb2[kSliceChannels];
-  for (int c0 = 0; c0 < width; c0 += kSliceChannels) {
-    const int n = std::min(kSliceChannels, width - c0);
-    const float* m1 = mean1 + c0;
-    const float* m2 = mean2 + c0;
-    for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-      const int64_t rn = std::min(kBlockRows, rows - r0);
-      const int64_t at = r0 * stride + c0;
-      float* dyr = dy + at;
-      const float* addr = add ? add + at : nullptr;
-      const X1* x1r = x1 + at;
-      const X2* x2r = x2 + at;
-      const Y* yr = y + at;
-      for (int c = 0; c < n; ++c) pa1[c] = pb1[c] = pa2[c] = pb2[c] = 0.0f;
-      for (int64_t r = 0; r < rn; ++r) {
-        const int64_t o = r * stride;
-        if (addr) {
-          NOSTRUM_CHANNEL_LANES
-          for (int c = 0; c < n; ++c) {
-            const float g = kernels::relu_grad(dyr[o + c] + addr[o + c], load_value(yr, o + c));
-            dyr[o + c] = g;
-            pa1[c] += g;
-            pb1[c] = madd(g, load_value(x1r, o + c) - m1[c], pb1[c]);
-            pa2[c] += g;
-            pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
-          }
-        } else {
-          NOSTRUM_CHANNEL_LANES
-          for (int c = 0; c < n; ++c) {
-            const float g = kernels::relu_grad(dyr[o + c], load_value(yr, o + c));
-            dyr[o + c] = g;
-            pa1[c] += g;
-            pb1[c] = madd(g, load_value(x1r, o + c) - m1[c], pb1[c]);
-            pa2[c] += g;
-            pb2[c] = madd(g, load_value(x2r, o + c) - m2[c], pb2[c]);
-          }
-        }
-      }
-      for (int c = 0; c < n; ++c) {
-        a1[c0 + c] += pa1[c];
-        b1[c0 + c] += pb1[c];
-        a2[c0 + c] += pa2[c];
-        b2[c0 + c] += pb2[c];
-      }
-    }
-  }
+  gradient_sums<true, 2>(a1, b1, a2, b2, dy, add, x1, x2, y, mean1, mean2, rows, stride, width);
 }
 NOSTRUM_ISA_VARIANTS_HAND_AVX512(
     template <typename X1 NOSTRUM_COMMA typename X2 NOSTRUM_COMMA typename Y>,
