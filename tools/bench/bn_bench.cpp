@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/core/arena.hpp"
 #include "nostrum/core/cpu_features.hpp"
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/kernels/bf16.hpp"
@@ -41,17 +42,6 @@ double median_ms(F&& f, int repeats) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
-
-// 64-byte aligned, as the model's arena hands tensors out.
-template <typename T>
-struct Buffer {
-  explicit Buffer(size_t n)
-      : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {}
-  ~Buffer() { std::free(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  T* p;
-};
 
 struct Shape {
   const char* where;
@@ -97,16 +87,24 @@ int main(int argc, char** argv) {
     const int64_t rows = s.rows;
     const int C = s.C;
     const size_t n = size_t(rows) * C;
-    Buffer<uint16_t> x(n), z(n), y(n), d_in(n);
     const int64_t piece = std::max<int64_t>(1, rows / 32);
-    Buffer<float> dy(n), d_sum(n), add(size_t(piece) * C);
+    // The tensors in one arena as the model holds them (64-byte aligned, huge pages where the
+    // kernel gives them); a bf16 tensor in float slots, as the model's bf16 activations are.
+    const size_t bf16_slots = Arena::padded((n + 1) / 2);
+    Arena arena(4 * bf16_slots + 2 * Arena::padded(n) + Arena::padded(size_t(piece) * C),
+                "nostrum-bn-bench tensors");
+    const auto bf16 = [&](const char* what) {
+      return reinterpret_cast<uint16_t*>(arena.take(bf16_slots, what));
+    };
+    uint16_t *x = bf16("x"), *z = bf16("residual"), *y = bf16("y"), *d_in = bf16("d_in");
+    float *dy = arena.take(n, "dy"), *d_sum = arena.take(n, "d_sum"),
+          *add = arena.take(size_t(piece) * C, "add");
     for (size_t i = 0; i < n; ++i) {
-      x.p[i] = kernels::fp32_to_bf16(float(int(i * 2654435761u % 2001) - 1000) * 0.003f);
-      z.p[i] = kernels::fp32_to_bf16(float(int(i * 40503u % 1001) - 500) * 0.002f);
-      dy.p[i] = float(int(i * 97u % 201) - 100) * 0.01f;
+      x[i] = kernels::fp32_to_bf16(float(int(i * 2654435761u % 2001) - 1000) * 0.003f);
+      z[i] = kernels::fp32_to_bf16(float(int(i * 40503u % 1001) - 500) * 0.002f);
+      dy[i] = float(int(i * 97u % 201) - 100) * 0.01f;
     }
-    for (size_t i = 0; i < size_t(piece) * C; ++i)
-      add.p[i] = float(int(i * 31u % 101) - 50) * 0.01f;
+    for (size_t i = 0; i < size_t(piece) * C; ++i) add[i] = float(int(i * 31u % 101) - 50) * 0.01f;
     std::vector<float> gamma(C, 1.1f), beta(C, 0.1f), mean(C), invstd(C), rm(C, 0.0f), rv(C, 1.0f),
         dg(C), db(C);
     std::vector<double> scratch(L::batch_norm_scratch_doubles(C)),
@@ -114,10 +112,10 @@ int main(int argc, char** argv) {
     for (Isa copy : copies) {
       ScopedElementwiseIsa scope(copy);
       L::BatchNormOptions f;
-      f.in_bf16 = x.p;
-      f.out_bf16 = y.p;
+      f.in_bf16 = x;
+      f.out_bf16 = y;
       f.fuse_relu = true;
-      if (s.block_end) f.residual_bf16 = z.p;
+      if (s.block_end) f.residual_bf16 = z;
       const double forward = median_ms(
           [&] {
             L::batch_norm_forward_training(nullptr, mean.data(), invstd.data(), rm.data(),
@@ -126,28 +124,28 @@ int main(int argc, char** argv) {
           },
           repeats);
       L::BatchNormOptions b;
-      b.in_bf16 = x.p;
-      b.out_bf16 = y.p;
+      b.in_bf16 = x;
+      b.out_bf16 = y;
       b.fuse_relu = !s.block_end;
-      b.d_in_bf16 = d_in.p;
+      b.d_in_bf16 = d_in;
       const double backward = median_ms(
           [&] {
-            L::batch_norm_backward(nullptr, dg.data(), db.data(), dy.p, nullptr, nullptr,
+            L::batch_norm_backward(nullptr, dg.data(), db.data(), dy, nullptr, nullptr,
                                    gamma.data(), mean.data(), invstd.data(), rows, C, b,
                                    scratch.data());
           },
           repeats);
       L::NormSumsRequest q;
-      q.in_bf16 = x.p;
+      q.in_bf16 = x;
       q.save_mean = mean.data();
       q.sums = sums.data();
       const double add_backward = median_ms(
           [&] {
-            std::memcpy(d_sum.p, dy.p, n * sizeof(float));
-            L::AddReluBackward backward(d_sum.p, nullptr, y.p, rows, C, &q, 1);
+            std::memcpy(d_sum, dy, n * sizeof(float));
+            L::AddReluBackward backward(d_sum, nullptr, y, rows, C, &q, 1);
             for (int64_t r0 = 0; r0 < rows; r0 += piece) {
               const int64_t r1 = std::min(rows, r0 + piece);
-              backward.finish(add.p, r0, r1);
+              backward.finish(add, r0, r1);
             }
           },
           repeats);
