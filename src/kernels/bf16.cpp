@@ -1,6 +1,7 @@
 // bf16 conversion and the driver of the mixed-precision GEMM: B packed in 32-column strips of
 // k-pair words; the product cut into blocks of at most 168 rows x 192 k-pairs (all columns unless
-// the threads need more pieces), A's block rounded into a 129 KB per-thread buffer once per block
+// the threads need more pieces; an unpacked B whose strips split evenly: each thread packs and
+// multiplies its own columns), A's block rounded into a 129 KB per-thread buffer once per block
 // and handed with B's strips to the AVX512_BF16 register tiles (bf16_avx512.cpp) or, with
 // Bf16Engine::kAmx, to the AMX tiles (bf16_amx.cpp; A's block then always row-major words).
 #include "nostrum/kernels/bf16.hpp"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "bf16_amx.hpp"
@@ -128,26 +130,46 @@ void for_strips(int N, Fn&& fn) {
 
 }  // namespace
 
-void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N) {
-  require_bf16("bf16_pack_b");
-  NOSTRUM_CHECK(trans_b == Trans::kNo, ShapeError,
-                "a bf16 B is packed from its rows only (op(B) = B)", "bf16_pack_b");
-  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
+namespace {
+
+// Strips [s0, s1) of op(B) (K x N) packed into dst, laid out for all of op(B)'s N columns.
+void pack_strips(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N, int s0,
+                 int s1) {
   const int n_padded = int(round16(N));
-  for_strips(
-      N, [&](int s0, int s1) { bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1); });
+  if (trans_b == Trans::kNo)  // op(B) = B (K x N): pairs of rows
+    bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
+  else  // op(B) = B^T, B stored (N x K)
+    bf16_avx512::pack_b_columns(dst, n_padded, B, ldb, N, K, s0, s1);
+}
+
+// (A bf16 B is packed from its rows only: op(B) = B, checked by the callers.)
+void pack_strips(uint32_t* dst, Trans, const uint16_t* B, int ldb, int K, int N, int s0, int s1) {
+  bf16_avx512::pack_b_rows(dst, int(round16(N)), B, ldb, K, N, s0, s1);
+}
+
+template <class BValue>
+void check_b_layout(Trans trans_b, const char* where) {
+  if constexpr (std::is_same_v<BValue, uint16_t>)
+    NOSTRUM_CHECK(trans_b == Trans::kNo, ShapeError,
+                  "a bf16 B is packed from its rows only (op(B) = B)", where);
+}
+
+template <class BValue>
+void pack_b(uint32_t* dst, Trans trans_b, const BValue* B, int ldb, int K, int N) {
+  require_bf16("bf16_pack_b");
+  check_b_layout<BValue>(trans_b, "bf16_pack_b");
+  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
+  for_strips(N, [&](int s0, int s1) { pack_strips(dst, trans_b, B, ldb, K, N, s0, s1); });
+}
+
+}  // namespace
+
+void bf16_pack_b(uint32_t* dst, Trans trans_b, const uint16_t* B, int ldb, int K, int N) {
+  pack_b(dst, trans_b, B, ldb, K, N);
 }
 
 void bf16_pack_b(uint32_t* dst, Trans trans_b, const float* B, int ldb, int K, int N) {
-  require_bf16("bf16_pack_b");
-  note_dispatch(DispatchSite::kBf16Gemm, Isa::kAvx512Bf16);
-  const int n_padded = int(round16(N));
-  for_strips(N, [&](int s0, int s1) {
-    if (trans_b == Trans::kNo)  // op(B) = B (K x N): pairs of rows
-      bf16_avx512::pack_b_rows(dst, n_padded, B, ldb, K, N, s0, s1);
-    else  // op(B) = B^T, B stored (N x K)
-      bf16_avx512::pack_b_columns(dst, n_padded, B, ldb, N, K, s0, s1);
-  });
+  pack_b(dst, trans_b, B, ldb, K, N);
 }
 
 namespace {
@@ -287,14 +309,51 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
       engine == Bf16Engine::kAmx ? bf16_amx::kBlockPairs : bf16_avx512::kBlockPairs;
   const int64_t block_words = int64_t(block_pairs) * round16(N);
   const int chunk = 2 * block_pairs * int(std::max<int64_t>(1, kChunkWords / block_words));
+  check_b_layout<BValue>(trans_b, "gemm_bf16");
+  const auto b_rows = [&](const BValue* b, int k0) {  // op(B)'s rows from k0 on
+    return b + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
+  };
+  const auto a_columns = [&](int k0) {  // op(A)'s columns from k0 on
+    return A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
+  };
+  const int threads = !omp_in_parallel() ? omp_get_max_threads() : 1;
+  const int strips = int((round16(N) + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip);
+  if (threads > 1 && strips % threads == 0 && engine != Bf16Engine::kAmx && M > 0 && K > 0) {
+    // Threads own columns: each packs its strips of every chunk and multiplies them by all of A's
+    // rows into its columns of C, so no thread reads what another wrote (no barrier, and no
+    // cache lines handed between cores: with the packing split by strips and the products by
+    // rows, each thread read half of every chunk and some of C from the other's cache, and a
+    // weight gradient ran 30-45 % slower while the host held the two vCPUs on cores far apart).
+    // A's blocks are converted by every thread; the sums are those of one thread, the same bits.
+    // A whole chunk's words as one packing of all of B's columns would lay them out (strip s
+    // from word 32 s chunk / 2 on): each thread packs into its strips' run of them, whatever
+    // chunk the other threads are at (a shorter last chunk packed at its own pairs' offsets would
+    // write into the run of a thread still at an earlier chunk).
+    uint32_t* words = b_words().at_least(bf16_packed_b_words(chunk, N));
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
+      const int j0 = s0 * bf16_avx512::kStrip;
+      const int n = std::min(N - j0, (s1 - s0) * bf16_avx512::kStrip);
+      const BValue* b = B + (trans_b == Trans::kNo ? j0 : int64_t(j0) * ldb);
+      for (int k0 = 0; n > 0 && k0 < K; k0 += chunk) {
+        const int k = std::min(chunk, K - k0);
+        uint32_t* packed = words + int64_t(j0) * (chunk / 2);
+        pack_strips(packed, trans_b, b_rows(b, k0), ldb, k, n, 0, s1 - s0);
+        gemm_packed(trans_a, M, n, k, alpha, a_columns(k0), lda, packed, k0 == 0 ? beta : 1.0f,
+                    C + j0, ldc, engine);
+      }
+    }
+    return;
+  }
   int k0 = 0;
   do {
     const int k = std::min(chunk, K - k0);
     uint32_t* packed = b_words().at_least(bf16_packed_b_words(k, N));
-    const BValue* b = B + (trans_b == Trans::kNo ? int64_t(k0) * ldb : k0);
-    const AValue* a = A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
-    bf16_pack_b(packed, trans_b, b, ldb, k, N);
-    gemm_packed(trans_a, M, N, k, alpha, a, lda, packed, k0 == 0 ? beta : 1.0f, C, ldc, engine);
+    bf16_pack_b(packed, trans_b, b_rows(B, k0), ldb, k, N);
+    gemm_packed(trans_a, M, N, k, alpha, a_columns(k0), lda, packed, k0 == 0 ? beta : 1.0f, C,
+                ldc, engine);
     k0 += chunk;
   } while (k0 < K);
 }

@@ -255,6 +255,66 @@ TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, b
   CHECK(worst.full_max <= 1.0);
 }
 
+TEST_CASE("gemm_bf16 gives one thread's bits on 2, 3 and 4 threads, columns owned or not",
+          "[bf16]") {
+  // With as many 32-column strips as a multiple of the threads, each thread packs and multiplies
+  // its own columns (chunk after chunk of k, beta on the first only); otherwise the row blocks
+  // and column pieces are shared out. Either way every C value sums its k in one order: the bits
+  // of one thread. Shapes: a weight gradient's (A^T and B in bf16, several chunks, 64 strips),
+  // 33 strips with a 16-wide last one (owned at 3 threads), 2 and 3 strips, fp32 B^T; C with a
+  // NaN-padded ldc (columns past N never written) and beta 0.5.
+  struct Shape {
+    Trans ta, tb;
+    int M, N, K;
+    bool bf16;
+  };
+  const Shape shapes[] = {{Trans::kYes, Trans::kNo, 70, 2048, 1000, true},
+                          {Trans::kYes, Trans::kNo, 33, 1040, 801, true},
+                          {Trans::kNo, Trans::kNo, 5, 64, 385, true},
+                          {Trans::kNo, Trans::kYes, 17, 96, 500, false},
+                          {Trans::kYes, Trans::kYes, 40, 1040, 900, false}};
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Shape& s : shapes) {
+    const int ldc = s.N + 3;
+    std::vector<float> A(size_t(s.M) * s.K), B(size_t(s.K) * s.N), C0(size_t(s.M) * ldc, nan);
+    for (auto& x : A) x = u(rng);
+    for (auto& x : B) x = u(rng);
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j) C0[size_t(i) * ldc + j] = u(rng);
+    std::vector<uint16_t> A16(A.size()), B16(B.size());
+    nostrum::kernels::convert_to_bf16(A16.data(), A.data(), int64_t(A.size()));
+    nostrum::kernels::convert_to_bf16(B16.data(), B.data(), int64_t(B.size()));
+    const int lda = s.ta == Trans::kNo ? s.K : s.M, ldb = s.tb == Trans::kNo ? s.N : s.K;
+    const auto product = [&](int threads) {
+      omp_set_num_threads(threads);
+      std::vector<float> C = C0;
+      if (s.bf16)
+        nostrum::kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A16.data(), lda, B16.data(),
+                                    ldb, 0.5f, C.data(), ldc);
+      else
+        nostrum::kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
+                                    0.5f, C.data(), ldc);
+      return C;
+    };
+    const std::vector<float> one = product(1);
+    REQUIRE(std::count_if(one.begin(), one.end(), [](float c) { return std::isnan(c); }) ==
+            int64_t(s.M) * 3);  // the padding only
+    // Each thread count four times: threads that run unsynchronised show a race only sometimes.
+    for (int threads : {2, 3, 4})
+      for (int repeat = 0; repeat < 4; ++repeat) {
+        const std::vector<float> many = product(threads);
+        int64_t differ = 0;
+        for (size_t i = 0; i < one.size(); ++i)
+          differ += std::memcmp(&one[i], &many[i], sizeof(float)) != 0;
+        INFO("M" << s.M << " N" << s.N << " K" << s.K << " threads " << threads);
+        CHECK(differ == 0);
+      }
+  }
+  omp_set_num_threads(2);
+}
+
 namespace {
 
 // A and B already in bf16 (a bf16 output gradient, the backward passes' A; bf16 activations, the
