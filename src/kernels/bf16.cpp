@@ -352,8 +352,8 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
     const int k = std::min(chunk, K - k0);
     uint32_t* packed = b_words().at_least(bf16_packed_b_words(k, N));
     bf16_pack_b(packed, trans_b, b_rows(B, k0), ldb, k, N);
-    gemm_packed(trans_a, M, N, k, alpha, a_columns(k0), lda, packed, k0 == 0 ? beta : 1.0f, C,
-                ldc, engine);
+    gemm_packed(trans_a, M, N, k, alpha, a_columns(k0), lda, packed, k0 == 0 ? beta : 1.0f, C, ldc,
+                engine);
     k0 += chunk;
   } while (k0 < K);
 }
