@@ -2,6 +2,7 @@
 // the reduction at a time (about 1 MiB) in 32-column strips, C cut into row blocks of at most 168
 // rows (and column groups where the threads need more pieces), each piece run 256 values of the
 // reduction at a time by the AVX-512F tiles (fp32_gemm_avx512.cpp), which read A where it is.
+// Where the strips split evenly between the threads, each thread packs and multiplies its own.
 #include "nostrum/kernels/fp32_gemm.hpp"
 
 #include <omp.h>
@@ -65,9 +66,22 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
     }
     return;
   }
+  const int threads = omp_get_max_threads();
+  if (strips % threads == 0) {
+    // Threads own columns: each runs the one-thread product above on its strips (packs its own B
+    // and writes its own C), so no thread reads what another wrote: no barrier, and no cache
+    // lines handed between cores (the pool below packs by strips and multiplies by rows).
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int s0 = int(int64_t(strips) * t / nt), s1 = int(int64_t(strips) * (t + 1) / nt);
+      const int j0 = s0 * kStrip, n = std::min(N - j0, (s1 - s0) * kStrip);
+      if (n > 0) gemm_fp32_tn(M, n, K, A, lda, B + j0, ldb, beta, C + j0, ldc);
+    }
+    return;
+  }
   // The pool: row blocks of at most kBlockRows, as many as a multiple of the threads, of one
   // height.
-  const int threads = omp_get_max_threads();
   int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
   row_blocks = (row_blocks + threads - 1) / threads * threads;
   const int block_rows = int((M + row_blocks - 1) / row_blocks);
