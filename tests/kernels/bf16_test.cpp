@@ -258,9 +258,9 @@ TEST_CASE("gemm_bf16 packs a wide B in chunks of k: the same bits as one pack, b
 TEST_CASE("gemm_bf16 gives one thread's bits on 2, 3 and 4 threads, columns owned or not",
           "[bf16]") {
   // With as many 32-column strips as a multiple of the threads, each thread packs and multiplies
-  // its own columns (chunk after chunk of k, beta on the first only); otherwise the row blocks
-  // and column pieces are shared out. Either way every C value sums its k in one order: the bits
-  // of one thread. Shapes: a weight gradient's (A^T and B in bf16, several chunks, 64 strips),
+  // its own columns (chunk after chunk of k, beta on the first only); otherwise, and with B
+  // packed beforehand, the row blocks and column pieces are shared out. Either way every C value
+  // sums its k in one order: the bits of one thread. Shapes: a weight gradient's (A^T and B in bf16, several chunks, 64 strips),
   // 33 strips with a 16-wide last one (owned at 3 threads), 2 and 3 strips, fp32 B^T; C with a
   // NaN-padded ldc (columns past N never written) and beta 0.5.
   struct Shape {
@@ -287,10 +287,22 @@ TEST_CASE("gemm_bf16 gives one thread's bits on 2, 3 and 4 threads, columns owne
     nostrum::kernels::convert_to_bf16(A16.data(), A.data(), int64_t(A.size()));
     nostrum::kernels::convert_to_bf16(B16.data(), B.data(), int64_t(B.size()));
     const int lda = s.ta == Trans::kNo ? s.K : s.M, ldb = s.tb == Trans::kNo ? s.N : s.K;
-    const auto product = [&](int threads) {
+    // B unpacked (packed by gemm_bf16 chunk by chunk) or packed whole beforehand.
+    std::vector<uint32_t> packed(nostrum::kernels::bf16_packed_b_words(s.K, s.N));
+    if (s.bf16)
+      nostrum::kernels::bf16_pack_b(packed.data(), s.tb, B16.data(), ldb, s.K, s.N);
+    else
+      nostrum::kernels::bf16_pack_b(packed.data(), s.tb, B.data(), ldb, s.K, s.N);
+    const auto product = [&](int threads, bool prepacked) {
       omp_set_num_threads(threads);
       std::vector<float> C = C0;
-      if (s.bf16)
+      if (prepacked && s.bf16)
+        nostrum::kernels::gemm_bf16_packed(s.ta, s.M, s.N, s.K, 1.0f, A16.data(), lda,
+                                           packed.data(), 0.5f, C.data(), ldc);
+      else if (prepacked)
+        nostrum::kernels::gemm_bf16_packed(s.ta, s.M, s.N, s.K, 1.0f, A.data(), lda, packed.data(),
+                                           0.5f, C.data(), ldc);
+      else if (s.bf16)
         nostrum::kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A16.data(), lda, B16.data(),
                                     ldb, 0.5f, C.data(), ldc);
       else
@@ -298,19 +310,22 @@ TEST_CASE("gemm_bf16 gives one thread's bits on 2, 3 and 4 threads, columns owne
                                     0.5f, C.data(), ldc);
       return C;
     };
-    const std::vector<float> one = product(1);
+    const std::vector<float> one = product(1, false);
     REQUIRE(std::count_if(one.begin(), one.end(), [](float c) { return std::isnan(c); }) ==
             int64_t(s.M) * 3);  // the padding only
     // Each thread count four times: threads that run unsynchronised show a race only sometimes.
-    for (int threads : {2, 3, 4})
-      for (int repeat = 0; repeat < 4; ++repeat) {
-        const std::vector<float> many = product(threads);
-        int64_t differ = 0;
-        for (size_t i = 0; i < one.size(); ++i)
-          differ += std::memcmp(&one[i], &many[i], sizeof(float)) != 0;
-        INFO("M" << s.M << " N" << s.N << " K" << s.K << " threads " << threads);
-        CHECK(differ == 0);
-      }
+    for (int threads : {1, 2, 3, 4})
+      for (int repeat = 0; repeat < 4; ++repeat)
+        for (bool prepacked : {false, true}) {
+          if (threads == 1 && (repeat > 0 || !prepacked)) continue;  // one's own bits
+          const std::vector<float> many = product(threads, prepacked);
+          int64_t differ = 0;
+          for (size_t i = 0; i < one.size(); ++i)
+            differ += std::memcmp(&one[i], &many[i], sizeof(float)) != 0;
+          INFO("M" << s.M << " N" << s.N << " K" << s.K << " threads " << threads
+                   << (prepacked ? " B packed beforehand" : ""));
+          CHECK(differ == 0);
+        }
   }
   omp_set_num_threads(2);
 }
