@@ -260,9 +260,9 @@ TEST_CASE("gemm_bf16 gives one thread's bits on 2, 3 and 4 threads, columns owne
   // With as many 32-column strips as a multiple of the threads, each thread packs and multiplies
   // its own columns (chunk after chunk of k, beta on the first only); otherwise, and with B
   // packed beforehand, the row blocks and column pieces are shared out. Either way every C value
-  // sums its k in one order: the bits of one thread. Shapes: a weight gradient's (A^T and B in bf16, several chunks, 64 strips),
-  // 33 strips with a 16-wide last one (owned at 3 threads), 2 and 3 strips, fp32 B^T; C with a
-  // NaN-padded ldc (columns past N never written) and beta 0.5.
+  // sums its k in one order: the bits of one thread. Shapes: a weight gradient's (A^T and B in
+  // bf16, several chunks, 64 strips), 33 strips with a 16-wide last one (owned at 3 threads), 2 and
+  // 3 strips, fp32 B^T; C with a NaN-padded ldc (columns past N never written) and beta 0.5.
   struct Shape {
     Trans ta, tb;
     int M, N, K;
