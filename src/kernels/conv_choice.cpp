@@ -164,6 +164,15 @@ std::vector<std::vector<double>> time_candidates(size_t count,
                                                  const std::vector<double>& floors) {
   std::vector<std::vector<double>> seconds(count);
   if (count == 0) return seconds;
+  // One call of candidate i, made again while the host stole time from it (see the options).
+  const auto timed = [&](size_t i) {
+    for (int attempt = 0;; ++attempt) {
+      const int64_t before = options.steal_ticks ? options.steal_ticks() : -1;
+      const double s = call(i);
+      if (before < 0 || attempt >= options.stolen_retries || options.steal_ticks() == before)
+        return s;
+    }
+  };
   // First calls (warm-up, first sample), lowest floor first; a candidate whose floor is over the
   // cutoff times the fastest first call so far is not called at all (it cannot win).
   const auto floor_of = [&](size_t i) { return i < floors.size() ? floors[i] : 0.0; };
@@ -174,7 +183,7 @@ std::vector<std::vector<double>> time_candidates(size_t count,
   double fastest_first = HUGE_VAL;
   for (size_t i : first_order) {
     if (floor_of(i) > options.cutoff * fastest_first) continue;
-    seconds[i].push_back(call(i));
+    seconds[i].push_back(timed(i));
     fastest_first = std::min(fastest_first, seconds[i][0]);
   }
   // In the race: not clearly slower at once. A first call over the cutoff by at most
@@ -191,7 +200,7 @@ std::vector<std::vector<double>> time_candidates(size_t count,
     if (seconds[i].empty()) continue;  // not run: out of the race
     racing[i] = seconds[i][0] <= bar;
     if (racing[i] || seconds[i][0] > confirm_below) continue;
-    seconds[i].push_back(call(i));
+    seconds[i].push_back(timed(i));
     racing[i] = seconds[i][1] <= bar;
   }
   // The rest of the calls in rounds, one call of every candidate still racing per round (a drift
@@ -204,7 +213,7 @@ std::vector<std::vector<double>> time_candidates(size_t count,
                          std::max<double>(calls, std::ceil(options.min_seconds / fastest_first))));
   for (int round = 1; round < calls; ++round) {
     for (size_t i = 0; i < count; ++i)  // a confirmed candidate has this round's call already
-      if (racing[i] && seconds[i].size() <= size_t(round)) seconds[i].push_back(call(i));
+      if (racing[i] && seconds[i].size() <= size_t(round)) seconds[i].push_back(timed(i));
     double best = HUGE_VAL;
     for (size_t i = 0; i < count; ++i)
       if (racing[i]) best = std::min(best, median_of(seconds[i]));

@@ -88,17 +88,32 @@ TEST_CASE("the chooser takes the fastest planted time, ties to the earliest", "[
   CHECK_THROWS_AS(kernels::fastest_timing(V{}), ShapeError);
 }
 
+namespace {
+
+// The schedule's options for planted calls: the host's steal time not watched (a real one moving
+// during a planted call would make it again).
+kernels::ConvMeasureOptions unwatched() {
+  kernels::ConvMeasureOptions options;
+  options.steal_ticks = nullptr;
+  return options;
+}
+
+}  // namespace
+
 // The measuring schedule on planted times: each candidate's calls return the next of its list.
 TEST_CASE("the measuring schedule: every candidate once, then rounds, the slow cut short",
           "[engine][conv]") {
   const auto schedule = [](std::vector<std::vector<double>> planted,
                            std::vector<size_t>* order = nullptr) {
     std::vector<size_t> next(planted.size(), 0);
-    return kernels::time_candidates(planted.size(), [&](size_t i) {
-      if (order) order->push_back(i);
-      REQUIRE(next[i] < planted[i].size());  // called more often than planned
-      return planted[i][next[i]++];
-    });
+    return kernels::time_candidates(
+        planted.size(),
+        [&](size_t i) {
+          if (order) order->push_back(i);
+          REQUIRE(next[i] < planted[i].size());  // called more often than planned
+          return planted[i][next[i]++];
+        },
+        unwatched());
   };
   using T = std::vector<std::vector<double>>;
   using Order = std::vector<size_t>;
@@ -162,7 +177,7 @@ TEST_CASE("the measuring schedule with floors: lowest floor first, a floor over 
           REQUIRE(next[i] < planted[i].size());  // called more often than planned
           return planted[i][next[i]++];
         },
-        {}, floors);
+        unwatched(), floors);
   };
   // Index 0 (an fp32 candidate in a bf16 run: floor 30 ms) waits for index 1 (no floor, 10 ms):
   // 30 > 1.25 x 10, so index 0 is never called. Index 2's floor (12 ms) is under 12.5: it runs,
@@ -183,6 +198,56 @@ TEST_CASE("the measuring schedule with floors: lowest floor first, a floor over 
   const std::vector<ConvTiming> timings = {{"direct_avx512", 0.001, 0}, {"gemm_bf16", 0.004, 3}};
   CHECK(kernels::fastest_timing(timings) == 1);
   CHECK_THROWS_AS(kernels::fastest_timing({{"direct_avx512", 0.001, 0}}), ShapeError);
+}
+
+TEST_CASE("the measuring schedule makes a call again while the host steals time, twice at most",
+          "[engine][conv]") {
+  using T = std::vector<std::vector<double>>;
+  using Order = std::vector<size_t>;
+  struct Planted {
+    double seconds;
+    bool stolen;  // the steal counter moves while it runs
+  };
+  // `ticks`: the counter's start; -1, nothing accounted (it then never moves).
+  const auto schedule = [](std::vector<std::vector<Planted>> planted, int64_t ticks, Order* order) {
+    std::vector<size_t> next(planted.size(), 0);
+    kernels::ConvMeasureOptions options;
+    options.steal_ticks = [&] { return ticks; };
+    return kernels::time_candidates(
+        planted.size(),
+        [&](size_t i) {
+          order->push_back(i);
+          REQUIRE(next[i] < planted[i].size());  // called more often than planned
+          const Planted p = planted[i][next[i]++];
+          if (p.stolen && ticks >= 0) ++ticks;
+          return p.seconds;
+        },
+        options);
+  };
+  const std::vector<Planted> fast = {{0.010, false}, {0.011, false}, {0.010, false}};
+  // Index 1's first call stalled (60 ms, 6x the fastest first call: alone the proof that cuts
+  // it) is made again at once; its 9 ms is kept, and it races and wins (index 0 out after two
+  // rounds, both its calls over index 1's median).
+  Order order;
+  CHECK(schedule({fast, {{0.060, true}, {0.009, false}, {0.009, false}, {0.009, false}}}, 5,
+                 &order) == T{{0.010, 0.011}, {0.009, 0.009, 0.009}});
+  CHECK(order == Order{0, 1, 1, 0, 1, 1});
+  // A stalled call in the rounds too: made again, the median of the calls kept.
+  order.clear();
+  CHECK(schedule({fast, {{0.009, false}, {0.050, true}, {0.009, false}, {0.009, false}}}, 5,
+                 &order) == T{{0.010, 0.011}, {0.009, 0.009, 0.009}});
+  CHECK(order == Order{0, 1, 0, 1, 1, 1});
+  // Stolen from on every call: each made twice again, the third kept (no endless loop).
+  order.clear();
+  const std::vector<Planted> always = {{0.011, true}, {0.012, true}, {0.013, true},
+                                       {0.014, true}, {0.015, true}, {0.016, true},
+                                       {0.017, true}, {0.018, true}, {0.019, true}};
+  CHECK(schedule({always}, 5, &order) == T{{0.013, 0.016, 0.019}});
+  CHECK(order.size() == 9);
+  // Nothing accounted (-1): the stalled first call is not made again and cuts its candidate.
+  order.clear();
+  CHECK(schedule({fast, {{0.060, true}}}, -1, &order) == T{{0.010, 0.011, 0.010}, {0.060}});
+  CHECK(order == Order{0, 1, 0, 0});
 }
 
 namespace {

@@ -4,11 +4,13 @@
 // to the cache, kernels/conv_cache.hpp). The chooser is a pure function of the times.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "nostrum/core/arena.hpp"
+#include "nostrum/core/host_steal.hpp"
 #include "nostrum/core/page_memory.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 
@@ -89,6 +91,14 @@ struct ConvMeasureOptions {
   double cutoff = 1.25;
   double confirm_seconds = 0.025;
   double confirm_ratio = 5.0;
+  // A call during which the hypervisor took CPU time from this machine (its steal counter moved:
+  // core/host_steal.hpp) is made again, at most stolen_retries times, the last call kept: a vCPU
+  // held off by the host for tens of milliseconds would otherwise cut a candidate with one call or
+  // move its median (on the AMD EPYC Zen 5 under KVM, 2026-12-07, calls of 3-16 ms passes took
+  // 36-49 ms, one to three passes a table; of a loop's calls twice the median, all coincided with
+  // steal). nullptr: not watched (where the calls are not real: the schedule's tests).
+  int stolen_retries = 2;
+  std::function<int64_t()> steal_ticks = host_steal_ticks;
 };
 
 // The tensors the measured calls read and write and the candidates' scratch, shared by every
