@@ -35,8 +35,9 @@ int64_t host_steal_ticks() {
     accounted.store(true, std::memory_order_relaxed);
     return ticks;
   }
-  quiet_until.store(now + std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)).count(),
-                    std::memory_order_relaxed);
+  quiet_until.store(
+      now + std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)).count(),
+      std::memory_order_relaxed);
   return -1;
 }
 
