@@ -27,8 +27,10 @@ bool pin(int cpu) {
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "nostrum-round-trip-bench: %s\nusage: nostrum-round-trip-bench [--cpus A B] "
-                       "[--samples N] [--gap-ms M]\n", why);
+  std::fprintf(stderr,
+               "nostrum-round-trip-bench: %s\nusage: nostrum-round-trip-bench [--cpus A B] "
+               "[--samples N] [--gap-ms M]\n",
+               why);
   return 2;
 }
 
