@@ -22,6 +22,7 @@
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/core/page_memory.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "owned_columns.hpp"
 
 namespace nostrum::kernels {
 
@@ -317,34 +318,28 @@ void gemm_unpacked(Trans trans_a, Trans trans_b, int M, int N, int K, float alph
     return A + (trans_a == Trans::kNo ? k0 : int64_t(k0) * lda);
   };
   const int threads = !omp_in_parallel() ? omp_get_max_threads() : 1;
-  const int strips = int((round16(N) + bf16_avx512::kStrip - 1) / bf16_avx512::kStrip);
-  if (threads > 1 && strips % threads == 0 && engine != Bf16Engine::kAmx && M > 0 && K > 0) {
-    // Threads own columns: each packs its strips of every chunk and multiplies them by all of A's
-    // rows into its columns of C, so no thread reads what another wrote (no barrier, and no
-    // cache lines handed between cores: with the packing split by strips and the products by
-    // rows, each thread read half of every chunk and some of C from the other's cache, and a
-    // weight gradient ran 30-45 % slower while the host held the two vCPUs on cores far apart).
-    // A's blocks are converted by every thread; the sums are those of one thread, the same bits.
-    // A whole chunk's words as one packing of all of B's columns would lay them out (strip s
-    // from word 32 s chunk / 2 on): each thread packs into its strips' run of them, whatever
-    // chunk the other threads are at (a shorter last chunk packed at its own pairs' offsets would
-    // write into the run of a thread still at an earlier chunk).
-    uint32_t* words = b_words().at_least(bf16_packed_b_words(chunk, N));
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int s0 = int(split(strips, t, nt)), s1 = int(split(strips, t + 1, nt));
-      const int j0 = s0 * bf16_avx512::kStrip;
-      const int n = std::min(N - j0, (s1 - s0) * bf16_avx512::kStrip);
+  if (strips_split_evenly(N, bf16_avx512::kStrip, threads) && engine != Bf16Engine::kAmx && M > 0 &&
+      K > 0) {
+    // Threads own columns (owned_columns.hpp): each packs its strips of every chunk and multiplies
+    // them by all of A's rows into its columns of C. With the packing split by strips and the
+    // products by rows, each thread read half of every chunk and some of C from the other's
+    // cache, and a weight gradient ran 19-43 % slower while the host held the two vCPUs on cores
+    // far apart. A's blocks are converted by every thread; the sums are those of one thread, the
+    // same bits. The words are laid out as one packing of a run of all of B's columns would lay
+    // them (strip s from word 32 s run_pairs on), each thread packing into its strips' part
+    // whatever run the other threads are at (every run fits: at most run_pairs pairs).
+    const int64_t run_pairs = (std::min(chunk, K) + 1) / 2;
+    uint32_t* words = b_words().at_least(size_t(run_pairs) * size_t(round16(N)));
+    for_owned_columns(N, bf16_avx512::kStrip, threads, [&](int j0, int n, int strips) {
       const BValue* b = B + (trans_b == Trans::kNo ? j0 : int64_t(j0) * ldb);
-      for (int k0 = 0; n > 0 && k0 < K; k0 += chunk) {
+      uint32_t* packed = words + j0 * run_pairs;
+      for (int k0 = 0; k0 < K; k0 += chunk) {
         const int k = std::min(chunk, K - k0);
-        uint32_t* packed = words + int64_t(j0) * (chunk / 2);
-        pack_strips(packed, trans_b, b_rows(b, k0), ldb, k, n, 0, s1 - s0);
+        pack_strips(packed, trans_b, b_rows(b, k0), ldb, k, n, 0, strips);
         gemm_packed(trans_a, M, n, k, alpha, a_columns(k0), lda, packed, k0 == 0 ? beta : 1.0f,
                     C + j0, ldc, engine);
       }
-    }
+    });
     return;
   }
   int k0 = 0;

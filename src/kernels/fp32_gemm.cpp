@@ -16,6 +16,7 @@
 #include "nostrum/core/isa_dispatch.hpp"
 #include "nostrum/core/page_memory.hpp"
 #include "nostrum/kernels/gemm.hpp"
+#include "owned_columns.hpp"
 
 namespace nostrum::kernels {
 
@@ -67,17 +68,13 @@ void gemm_fp32_tn(int M, int N, int K, const float* A, int lda, const float* B, 
     return;
   }
   const int threads = omp_get_max_threads();
-  if (strips % threads == 0) {
-    // Threads own columns: each runs the one-thread product above on its strips (packs its own B
-    // and writes its own C), so no thread reads what another wrote: no barrier, and no cache
-    // lines handed between cores (the pool below packs by strips and multiplies by rows).
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int s0 = int(int64_t(strips) * t / nt), s1 = int(int64_t(strips) * (t + 1) / nt);
-      const int j0 = s0 * kStrip, n = std::min(N - j0, (s1 - s0) * kStrip);
-      if (n > 0) gemm_fp32_tn(M, n, K, A, lda, B + j0, ldb, beta, C + j0, ldc);
-    }
+  if (strips_split_evenly(N, kStrip, threads)) {
+    // Threads own columns (owned_columns.hpp): each runs the one-thread product above on its
+    // strips, packing its own B and writing its own C (the pool below packs by strips and
+    // multiplies by rows, handing cache lines between cores).
+    for_owned_columns(N, kStrip, threads, [&](int j0, int n, int) {
+      gemm_fp32_tn(M, n, K, A, lda, B + j0, ldb, beta, C + j0, ldc);
+    });
     return;
   }
   // The pool: row blocks of at most kBlockRows, as many as a multiple of the threads, of one
