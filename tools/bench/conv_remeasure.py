@@ -29,9 +29,10 @@ ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+
 TIMING = re.compile(r"(\w+) (>?)([0-9.]+) ms(\*?)")
 
 
-def measure(bench, args):
-    """One measured table: {(shape, pass): (chosen, {candidate: ms})} and the JSON line."""
-    cmd = [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
+def measure(bench, args, prefix=()):
+    """One measured table: {(shape, pass): (chosen, {candidate: ms}, {candidate: floor ms},
+    {candidates cut short})} and the JSON line; `prefix`, a command to run nostrum-bench under."""
+    cmd = list(prefix) + [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
            "--threads", str(args.threads), "--precision", args.precision, "--steps", "1",
            "--warmup", "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
     run = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -40,10 +41,12 @@ def measure(bench, args):
         m = ROW.match(line)
         if m:
             # The candidates run and their times; those not run (floor over the cutoff), floors.
-            times, floors = {}, {}
-            for c, not_run, ms, _ in TIMING.findall(m.group(3)):
+            times, floors, cut = {}, {}, set()
+            for c, not_run, ms, short in TIMING.findall(m.group(3)):
                 (floors if not_run else times)[c] = float(ms)
-            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors)
+                if short:
+                    cut.add(c)
+            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors, cut)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
         sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
@@ -71,8 +74,8 @@ def main():
         sys.exit("conv_remeasure: the two tables list different passes")
     within, worst, changed = 0, 0.0, 0
     for key in first:
-        chosen, times1, _ = first[key]
-        chosen2, times, floors = second[key]
+        chosen, times1, _, _ = first[key]
+        chosen2, times, floors, _ = second[key]
         if chosen not in times and chosen not in floors:
             sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
         ran = chosen in times

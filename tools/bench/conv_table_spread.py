@@ -13,35 +13,22 @@ Usage: tools/bench/conv_table_spread.py [--build build] [--model resnet50] [--im
            [-- PREFIX...]   (a command to run nostrum-bench under, e.g. -- setarch -R)
 """
 import argparse
-import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import time
 
-ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> \w+")
-TIMING = re.compile(r"(\w+) ([0-9.]+) ms(\*?)")
+from conv_remeasure import measure  # the table's run and parsing (tools/bench/conv_remeasure.py)
 
 
 def table(args, prefix):
-    """One process's full timings {(shape, pass, candidate): ms} and its JSON line."""
-    cmd = prefix + [os.path.join(args.build, "tools/bench/nostrum-bench"), "--model", args.model,
-                    "--image", args.image, "--batch", str(args.batch), "--threads",
-                    str(args.threads), "--precision", args.precision, "--steps", "1", "--warmup",
-                    "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
-    run = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    times = {}
-    for line in (run.stdout + run.stderr).splitlines():
-        m = ROW.match(line)
-        if m:
-            for candidate, ms, cut in TIMING.findall(m.group(3)):
-                if not cut:
-                    times[(m.group(1), m.group(2), candidate)] = float(ms)
-    if not times:
-        sys.exit("conv_table_spread: no conv kernel table in the output of " + " ".join(cmd))
-    result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
+    """One process's timings {(shape, pass, candidate): ms}, cut-short ones left out, and its JSON
+    line."""
+    bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
+    rows, result = measure(bench, args, prefix)
+    times = {(shape, pass_, c): ms for (shape, pass_), (_, timed, _, cut) in rows.items()
+             for c, ms in timed.items() if c not in cut}
     return times, result
 
 
