@@ -11,7 +11,12 @@ at all (not eligible there) is an error.
 Usage: tools/bench/conv_remeasure.py [--build build] --model M --image HxWxC --batch N
                                      [--threads 2] [--precision fp32|bf16] [--within 0.05]
 Prints one line per pass that misses the bar, then a summary line and a JSON line:
-{"passes": P, "within": K, "worst": r, "seconds": [s1, s2], ...}; r = chosen / fastest - 1.
+{"passes": P, "within": K, "worst": r, "total": t, "one_state": Q, "one_state_within": L,
+"seconds": [s1, s2], ...}; r = chosen / fastest - 1; t: the same for the sums over all passes
+(what the first table's choices cost the step's convolutions against the second's fastest); Q:
+the passes whose four round trips (before and after, each measurement) read one host state, L:
+of them within the bar. On a machine whose host moves its CPUs (a VM), a choice made in one state
+is not wrong for being slower in the other.
 """
 import argparse
 import json
@@ -23,15 +28,20 @@ import sys
 # A row of the --verbose table; a bf16 run's rows end with the operands that pass takes in bf16
 # ("[bf16 operands: in d_out]"), and an accumulating data gradient's with "[d_in +=]": both are
 # part of the row's identity (one shape and pass can be measured on fp32 operands in one block and
-# on bf16 ones in another).
+# on bf16 ones in another). A measured row then says where its leaders were measured twice
+# ("[2 visits]", their times the faster visit's) and gives the host state it was measured in: the
+# round trip between the pool's first two threads before and after, ns
+# (src/core/pool_round_trip.cpp).
 ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
-                 r"(\w+) \((\w+)\)((?: \[bf16 operands:[^\]]*\])?(?: \[d_in \+=\])?)$")
+                 r"(\w+) \((\w+)\)((?: \[bf16 operands:[^\]]*\])?(?: \[d_in \+=\])?)"
+                 r"(?: \[(\d+) visits\])?(?: \[round trip ([0-9]+) ([0-9]+) ns\])?$")
 TIMING = re.compile(r"(\w+) (>?)([0-9.]+) ms(\*?)")
 
 
 def measure(bench, args, prefix=()):
     """One measured table: {(shape, pass): (chosen, {candidate: ms}, {candidate: floor ms},
-    {candidates cut short})} and the JSON line; `prefix`, a command to run nostrum-bench under."""
+    {candidates cut short}, (round trip before, after) ns or None)} and the JSON line; `prefix`, a
+    command to run nostrum-bench under."""
     cmd = list(prefix) + [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
            "--threads", str(args.threads), "--precision", args.precision, "--steps", "1",
            "--warmup", "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
@@ -46,7 +56,9 @@ def measure(bench, args, prefix=()):
                 (floors if not_run else times)[c] = float(ms)
                 if short:
                     cut.add(c)
-            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors, cut)
+            trips = (float(m.group(8)), float(m.group(9))) if m.group(8) else None
+            table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors, cut,
+                                                                   trips)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
         sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
@@ -55,6 +67,21 @@ def measure(bench, args, prefix=()):
         sys.exit(f"conv_remeasure: read {len(table)} rows of the table, nostrum-bench measured "
                  f"{result['conv_measured']} passes: " + " ".join(cmd))
     return table, result
+
+
+# Two round trips of one host state: neither over this many times the other (as
+# nostrum::same_host_state: the Zen 5 VM's two states read 80-140 and 410-540 ns).
+STATE_RATIO = 2.0
+
+
+def one_host_state(trips):
+    """Whether every round trip was taken in one host state (True when none was probed)."""
+    trips = [t for t in trips if t > 0]
+    return not trips or max(trips) <= STATE_RATIO * min(trips)
+
+
+def describe_trips(trips):
+    return "-" if trips is None else f"{trips[0]:.0f}/{trips[1]:.0f}"
 
 
 def main():
@@ -73,32 +100,45 @@ def main():
     if set(first) != set(second):
         sys.exit("conv_remeasure: the two tables list different passes")
     within, worst, changed = 0, 0.0, 0
+    chosen_ms, fastest_ms = 0.0, 0.0  # summed over the passes, the second measurement's times
+    steady, steady_within = 0, 0  # passes measured in one host state both times; of them within
     for key in first:
-        chosen, times1, _, _ = first[key]
-        chosen2, times, floors, _ = second[key]
+        chosen, times1, _, _, trips1 = first[key]
+        chosen2, times, floors, _, trips2 = second[key]
+        one_state = one_host_state((trips1 or ()) + (trips2 or ()))
+        steady += one_state
         if chosen not in times and chosen not in floors:
             sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
         ran = chosen in times
         ours = times[chosen] if ran else floors[chosen]  # not run the second time: its floor
         ratio = ours / min(times.values()) - 1
+        chosen_ms += ours
+        fastest_ms += min(times.values())
         changed += chosen != chosen2
         worst = max(worst, ratio)
         if ratio <= args.within:
             within += 1
+            steady_within += one_state
         else:
             print(f"{key[0]} {key[1]}: {chosen} {ours:.3f} ms"
                   f"{'' if ran else ' (not run: its floor)'}, fastest {chosen2} "
                   f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
                   ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; second: " +
-                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()))
+                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()) +
+                  f"; round trips {describe_trips(trips1)}, {describe_trips(trips2)} ns")
     print(f"{within} of {len(first)} passes: the first measurement's choice within "
           f"{100 * args.within:.0f} % of the second's fastest; {changed} chose differently; worst "
           f"+{100 * worst:.1f} %; measurement {r1['conv_measure_seconds']:.1f} s and "
-          f"{r2['conv_measure_seconds']:.1f} s")
+          f"{r2['conv_measure_seconds']:.1f} s; all passes: the first's choices "
+          f"{chosen_ms:.1f} ms against the second's fastest {fastest_ms:.1f} ms "
+          f"(+{100 * (chosen_ms / fastest_ms - 1):.1f} %); of the {steady} passes measured in one host state "
+          f"both times (the four round trips within {STATE_RATIO:g}x), {steady_within} within")
     print(json.dumps({"model": args.model, "image": args.image, "batch": args.batch,
                       "threads": args.threads, "precision": args.precision,
                       "passes": len(first), "within": within, "changed": changed,
                       "worst": round(worst, 4),
+                      "total": round(chosen_ms / fastest_ms - 1, 4), "one_state": steady,
+                      "one_state_within": steady_within,
                       "seconds": [r1["conv_measure_seconds"], r2["conv_measure_seconds"]]}))
 
 

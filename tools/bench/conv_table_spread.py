@@ -27,7 +27,7 @@ def table(args, prefix):
     line."""
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
     rows, result = measure(bench, args, prefix)
-    times = {(shape, pass_, c): ms for (shape, pass_), (_, timed, _, cut) in rows.items()
+    times = {(shape, pass_, c): ms for (shape, pass_), (_, timed, _, cut, _) in rows.items()
              for c, ms in timed.items() if c not in cut}
     return times, result
 
