@@ -282,8 +282,7 @@ double fp32_floor_seconds(const ConvGeometry& g, int threads) {
 
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
                                           const ConvMeasureOptions& options,
-                                          ConvMeasureBuffers* shared,
-                                          const std::vector<std::string>& only) {
+                                          ConvMeasureBuffers* shared) {
   ConvMeasureBuffers own;
   ConvMeasureBuffers& buffers = shared ? *shared : own;
   const ConvGeometry& g = shape.g;
@@ -296,7 +295,6 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   size_t scratch_floats = 1;
   for (const ConvCandidate* c : conv_candidates()) {
     if (!conv_candidate_eligible(*c, g, shape.pass, precision)) continue;
-    if (!only.empty() && std::find(only.begin(), only.end(), c->name()) == only.end()) continue;
     entries.push_back({c, prepare_conv_candidate(*c, g, shape.pass, precision)});
     scratch_floats = std::max(scratch_floats, entries.back().kernel->scratch_floats());
   }
@@ -331,29 +329,6 @@ std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision 
   return timings;
 }
 
-std::vector<std::string> contested_candidates(const std::vector<ConvTiming>& timings,
-                                              double margin) {
-  std::vector<std::string> names;
-  bool ran = false;
-  for (const ConvTiming& t : timings) ran = ran || t.calls > 0;
-  if (!ran) return names;
-  const ConvTiming& best = timings[fastest_timing(timings)];
-  names.push_back(best.candidate);
-  for (const ConvTiming& t : timings)
-    if (&t != &best && t.calls > 0 && t.seconds <= (1.0 + margin) * best.seconds)
-      names.push_back(t.candidate);
-  if (names.size() < 2) names.clear();
-  return names;
-}
-
-void fold_revisit(std::vector<ConvTiming>* timings, const std::vector<ConvTiming>& again) {
-  for (const ConvTiming& a : again) {
-    if (a.calls == 0) continue;
-    for (ConvTiming& t : *timings)
-      if (t.candidate == a.candidate && (t.calls == 0 || a.seconds < t.seconds)) t = a;
-  }
-}
-
 std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
   std::vector<std::string> lines;
   for (const ConvChoice& row : table.rows) {
@@ -374,7 +349,6 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
       line += std::string(" [bf16 operands:") + (row.shape.bf16_in ? " in" : "") +
               (row.shape.bf16_d_out ? " d_out" : "") + (row.shape.bf16_out ? " out" : "") + "]";
     if (row.shape.accumulate_d_in) line += " [d_in +=]";
-    if (row.visits > 1) line += " [" + std::to_string(row.visits) + " visits]";
     if (row.round_trip_ns[0] > 0.0 || row.round_trip_ns[1] > 0.0) {
       char text[64];
       std::snprintf(text, sizeof text, " [round trip %.0f %.0f ns]", row.round_trip_ns[0],
@@ -412,8 +386,7 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
              {"timings", timings},
              {"chosen", row.chosen},
              {"source", conv_choice_source_name(row.source)},
-             {"round_trip_ns", Json::array({row.round_trip_ns[0], row.round_trip_ns[1]})},
-             {"visits", row.visits}});
+             {"round_trip_ns", Json::array({row.round_trip_ns[0], row.round_trip_ns[1]})}});
   }
   const Json j{{"precision", precision_name(table.precision)},
                {"threads", table.threads},
@@ -454,7 +427,6 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
         row.round_trip_ns[0] = trip.at(0).get<double>();
         row.round_trip_ns[1] = trip.at(1).get<double>();
       }
-      row.visits = r.value("visits", 1);
       table.rows.push_back(row);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "nostrum/core/error.hpp"
+#include "nostrum/core/pool_round_trip.hpp"
 #include "nostrum/kernels/conv_cache.hpp"
 
 namespace nostrum::kernels {
@@ -139,13 +140,15 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
   const double t0 = omp_get_wtime();
   bool measured = false;
   ConvMeasureBuffers buffers(idle_memory, idle_floats);  // one set for every pass measured here
-  // One visit of a row's pass (`only`: these candidates alone), measured again while the host
-  // state changed during it (ConvMeasureOptions::state_retries).
+  // A row's pass measured, again while the host state changed during it
+  // (ConvMeasureOptions::state_retries). A few round trips first, not kept: a pool's threads
+  // just made can share one CPU until the scheduler moves one, and read as a far state.
   const ConvMeasureOptions& options = request.measure;
-  const auto measure_row = [&](ConvChoice* row, const std::vector<std::string>& only) {
+  if (options.round_trip_ns) pool_round_trip_ns(16);
+  const auto measure_row = [&](ConvChoice* row) {
     for (int attempt = 0;; ++attempt) {
       if (options.round_trip_ns) row->round_trip_ns[0] = options.round_trip_ns();
-      row->timings = measure_conv_pass(row->shape, precision, options, &buffers, only);
+      row->timings = measure_conv_pass(row->shape, precision, options, &buffers);
       if (options.round_trip_ns) row->round_trip_ns[1] = options.round_trip_ns();
       if (attempt >= options.state_retries ||
           same_host_state(row->round_trip_ns[0], row->round_trip_ns[1]))
@@ -166,27 +169,12 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
     }
     ConvChoice row;
     row.shape = s;
-    measure_row(&row, {});
+    measure_row(&row);
     row.chosen = row.timings[fastest_timing(row.timings)].candidate;
     row.source = ConvChoiceSource::kMeasured;
     table.rows.push_back(row);
     measured = true;
   }
-  // The second visit: each measured pass's leaders, where they are near, measured again.
-  if (options.revisit_margin > 0.0)
-    for (ConvChoice& row : table.rows) {
-      if (row.source != ConvChoiceSource::kMeasured) continue;
-      const std::vector<std::string> leaders =
-          contested_candidates(row.timings, options.revisit_margin);
-      if (leaders.empty()) continue;
-      ConvChoice again;
-      again.shape = row.shape;
-      measure_row(&again, leaders);
-      fold_revisit(&row.timings, again.timings);
-      row.round_trip_ns[1] = again.round_trip_ns[1];
-      row.visits = 2;
-      row.chosen = row.timings[fastest_timing(row.timings)].candidate;
-    }
   table.measure_seconds = measured ? omp_get_wtime() - t0 : 0.0;
   if (measured && !request.cache.empty()) {
     try {

@@ -650,7 +650,6 @@ TEST_CASE("select_conv_kernels measures a pass again when the host state changed
       {conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1), ConvPass::kForward}};
   kernels::ConvKernelRequest request = kernels::conv_kernel_request("measure", "none", "x");
   request.measure.state_retries = 2;
-  request.measure.revisit_margin = 0.0;  // one visit a pass (the second has a test of its own)
   // The planted round trips the probe reads in turn, and how many it was asked for.
   std::vector<double> trips;
   size_t probes = 0;
@@ -686,63 +685,6 @@ TEST_CASE("select_conv_kernels measures a pass again when the host state changed
   table = select({});
   CHECK(table.rows.at(0).round_trip_ns[0] == 0);
   CHECK(kernels::describe_conv_choices(table).at(0).find("round trip") == std::string::npos);
-}
-
-TEST_CASE("the second visit: the leaders within the margin, each keeping its faster visit",
-          "[engine][conv]") {
-  using kernels::ConvTiming;
-  using Names = std::vector<std::string>;
-  // ConvTiming{candidate, seconds, calls}; calls 0: not run (its floor).
-  const std::vector<ConvTiming> first = {
-      {"a", 0.0110, 5}, {"b", 0.0100, 5}, {"c", 0.0120, 3}, {"d", 0.0105, 0}, {"e", 0.0109, 2}};
-  CHECK(kernels::contested_candidates(first, 0.10) == Names{"b", "a", "e"});  // c: 20 % behind
-  CHECK(kernels::contested_candidates(first, 0.20) == Names{"b", "a", "c", "e"});
-  CHECK(kernels::contested_candidates(first, 0.05).empty());  // none near the fastest
-  CHECK(kernels::contested_candidates({{"a", 0.01, 3}}, 1.0).empty());
-  CHECK(kernels::contested_candidates({{"a", 0.01, 0}}, 1.0).empty());
-  // Folded: a (faster this time) and e take the second visit's time and calls, b keeps its first.
-  std::vector<ConvTiming> folded = first;
-  kernels::fold_revisit(&folded, {{"b", 0.0104, 5}, {"a", 0.0098, 7}, {"e", 0.0108, 5}});
-  CHECK(folded[0].seconds == 0.0098);
-  CHECK(folded[0].calls == 7);
-  CHECK(folded[1].seconds == 0.0100);
-  CHECK(folded[1].calls == 5);
-  CHECK(folded[2].seconds == 0.0120);
-  CHECK(folded[4].seconds == 0.0108);
-  CHECK(kernels::fastest_timing(folded) == 0);
-  // A candidate the second visit did not run (calls 0) keeps its first visit.
-  kernels::fold_revisit(&folded, {{"b", 0.0001, 0}});
-  CHECK(folded[1].seconds == 0.0100);
-
-  // In select_conv_kernels: a margin nothing is outside of sends every pass with two candidates
-  // or more to a second visit of its leaders, probed as the first (four readings, the last kept).
-  const std::vector<kernels::ConvPassShape> shapes = {
-      {conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1), ConvPass::kForward}};
-  kernels::ConvKernelRequest request = kernels::conv_kernel_request("measure", "none", "x");
-  request.measure.revisit_margin = 1e9;
-  std::vector<double> trips = {90, 95, 100, 105};
-  size_t probes = 0;
-  request.measure.round_trip_ns = [&] { return trips.at(probes++); };
-  const ConvChoiceTable table =
-      kernels::select_conv_kernels(shapes, Precision::kFp32, 2, request, nullptr);
-  const ConvChoice& row = table.rows.at(0);
-  REQUIRE(row.timings.size() >= 2);
-  CHECK(row.visits == 2);
-  CHECK(probes == 4);
-  CHECK(row.round_trip_ns[0] == 90);
-  CHECK(row.round_trip_ns[1] == 105);
-  CHECK(row.chosen == row.timings[kernels::fastest_timing(row.timings)].candidate);
-  CHECK_THAT(kernels::describe_conv_choices(table).at(0),
-             Catch::EndsWith(" [2 visits] [round trip 90 105 ns]"));
-  CHECK(kernels::conv_choices_from_json(kernels::conv_choices_to_json(table), "t").rows[0].visits ==
-        2);
-  // measure_conv_pass's `only`: those candidates alone, in registry order.
-  const Names two = {row.timings[1].candidate, row.timings[0].candidate};
-  const std::vector<ConvTiming> only =
-      kernels::measure_conv_pass(shapes[0], Precision::kFp32, unwatched(), nullptr, two);
-  REQUIRE(only.size() == 2);
-  CHECK(only[0].candidate == row.timings[0].candidate);
-  CHECK(only[1].candidate == row.timings[1].candidate);
 }
 
 TEST_CASE("a model runs the table's kernels and refuses one that cannot run", "[engine][conv]") {

@@ -28,13 +28,11 @@ import sys
 # A row of the --verbose table; a bf16 run's rows end with the operands that pass takes in bf16
 # ("[bf16 operands: in d_out]"), and an accumulating data gradient's with "[d_in +=]": both are
 # part of the row's identity (one shape and pass can be measured on fp32 operands in one block and
-# on bf16 ones in another). A measured row then says where its leaders were measured twice
-# ("[2 visits]", their times the faster visit's) and gives the host state it was measured in: the
-# round trip between the pool's first two threads before and after, ns
-# (src/core/pool_round_trip.cpp).
+# on bf16 ones in another). A measured row then gives the host state it was measured in: the round
+# trip between the pool's first two threads before and after, ns (src/core/pool_round_trip.cpp).
 ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+) (\w+): (.*) -> "
                  r"(\w+) \((\w+)\)((?: \[bf16 operands:[^\]]*\])?(?: \[d_in \+=\])?)"
-                 r"(?: \[(\d+) visits\])?(?: \[round trip ([0-9]+) ([0-9]+) ns\])?$")
+                 r"(?: \[round trip ([0-9]+) ([0-9]+) ns\])?$")
 TIMING = re.compile(r"(\w+) (>?)([0-9.]+) ms(\*?)")
 
 
@@ -56,7 +54,7 @@ def measure(bench, args, prefix=()):
                 (floors if not_run else times)[c] = float(ms)
                 if short:
                     cut.add(c)
-            trips = (float(m.group(8)), float(m.group(9))) if m.group(8) else None
+            trips = (float(m.group(7)), float(m.group(8))) if m.group(7) else None
             table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors, cut,
                                                                    trips)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])

@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
       pass_name = value;
       const auto& names = kernels::conv_pass_names();
       if (std::find(names.begin(), names.end(), pass_name) == names.end())
-        return usage("--pass takes forward, backward_data or backward_weights, not '" +
-                     pass_name + "'");
+        return usage("--pass takes forward, backward_data or backward_weights, not '" + pass_name +
+                     "'");
     } else {
       return usage("option " + arg + " is unknown");
     }
@@ -86,13 +86,15 @@ int main(int argc, char** argv) {
     return usage("--precision bf16: this CPU has no AVX512_BF16");
   std::printf("cpu: %s; %d threads; %s; ResNet-50 %dx%d b%d\n", cpu_features().describe().c_str(),
               omp_get_max_threads(), precision_name.c_str(), image, image, batch);
+  pool_round_trip_ns(16);  // not kept: the pool's threads just made may share one CPU at first
   // Each set: operands and scratch in memory of its own, all alive at once (other pages).
   std::vector<std::unique_ptr<kernels::ConvMeasureBuffers>> buffers;
   for (int s = 0; s < sets; ++s) buffers.emplace_back(new kernels::ConvMeasureBuffers());
   int listed = 0;
   for (const bench::NamedConv& conv : bench::resnet50_convs(image, batch)) {
     if (!only.empty() && conv.name.find(only) == std::string::npos) continue;
-    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+    for (ConvPass pass :
+         {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
       if (!pass_name.empty() && pass_name != kernels::conv_pass_name(pass)) continue;
       kernels::ConvPassShape shape;
       shape.g = conv.geometry;

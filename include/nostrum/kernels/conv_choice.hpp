@@ -57,10 +57,8 @@ struct ConvChoice {
   std::string chosen;               // a candidate's name
   ConvChoiceSource source = ConvChoiceSource::kFixedRule;
   // Measured rows: the round trip between the pool's first two threads (core/pool_round_trip.hpp)
-  // just before the candidates were first timed and just after they were last, ns (0: not
-  // probed); visits: 2 where the leaders were measured again later (revisit_margin).
+  // just before and just after the candidates were timed, ns (0: not probed).
   double round_trip_ns[2] = {0.0, 0.0};
-  int visits = 1;
 };
 
 struct ConvChoiceTable {
@@ -114,14 +112,6 @@ struct ConvMeasureOptions {
   // near-ties, src/kernels/README.md, Measuring.) nullptr: not probed.
   int state_retries = 1;
   std::function<double()> round_trip_ns = [] { return pool_round_trip_ns(); };
-  // A pass whose leaders are within revisit_margin of the fastest (contested_candidates) has them
-  // measured again once every pass was measured, seconds later, and each keeps the faster of its
-  // two visits (fold_revisit): on a shared host the speed of one kernel against another moves by
-  // more than near-tied candidates differ, and a neighbour's burst can double one visit's times
-  // (on the AMD EPYC Zen 5 under KVM, 2026-12-07, the same pass on the same operands measured
-  // again in one process moved the leaders' ratio by up to 10 %: nostrum-conv-repeat-bench). 0:
-  // one visit.
-  double revisit_margin = 0.10;
 };
 
 // The tensors the measured calls read and write and the candidates' scratch, shared by every
@@ -197,22 +187,10 @@ ConvCall measurement_call(const ConvPassShape& shape, Precision precision,
 
 // Times every eligible candidate for this pass on the calling thread's OpenMP pool (outside any
 // parallel region) by time_candidates' schedule; the timings come back in registry order.
-// `buffers`: the run's shared ones (nullptr: its own); `only`: where not empty, the candidates
-// of these names alone (a second visit).
+// `buffers`: the run's shared ones (nullptr: its own).
 std::vector<ConvTiming> measure_conv_pass(const ConvPassShape& shape, Precision precision,
                                           const ConvMeasureOptions& options = {},
-                                          ConvMeasureBuffers* buffers = nullptr,
-                                          const std::vector<std::string>& only = {});
-
-// The candidates a second visit measures again: those that ran whose time is within `margin` of
-// the fastest (fastest first, then as listed); empty where fewer than two are.
-std::vector<std::string> contested_candidates(const std::vector<ConvTiming>& timings,
-                                              double margin);
-
-// A second visit's timings folded into the first's: a candidate timed in both keeps the faster
-// visit's (its time and calls). A host's interference only ever slows a call down, so the faster
-// visit is the nearer to the kernel's own speed.
-void fold_revisit(std::vector<ConvTiming>* timings, const std::vector<ConvTiming>& again);
+                                          ConvMeasureBuffers* buffers = nullptr);
 
 // The rows of a table as one line each: shape, pass, every candidate's time in ms, the chosen one
 // and how it was chosen (what --verbose prints).
