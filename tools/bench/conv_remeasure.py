@@ -36,16 +36,11 @@ ROW = re.compile(r"^nostrum-bench: (N\d+ H\d+ W\d+ C\d+ K\d+ R\d+ S\d+ /\d+ p\d+
 TIMING = re.compile(r"(\w+) (>?)([0-9.]+) ms(\*?)")
 
 
-def measure(bench, args, prefix=()):
-    """One measured table: {(shape, pass): (chosen, {candidate: ms}, {candidate: floor ms},
-    {candidates cut short}, (round trip before, after) ns or None)} and the JSON line; `prefix`, a
-    command to run nostrum-bench under."""
-    cmd = list(prefix) + [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
-           "--threads", str(args.threads), "--precision", args.precision, "--steps", "1",
-           "--warmup", "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
-    run = subprocess.run(cmd, check=True, capture_output=True, text=True)
+def parse_table(text):
+    """The --verbose table rows in nostrum-bench's output: {(shape, pass): (chosen, {candidate: ms},
+    {candidate: floor ms}, {candidates cut short}, (round trip before, after) ns or None)}."""
     table = {}
-    for line in (run.stdout + run.stderr).splitlines():
+    for line in text.splitlines():
         m = ROW.match(line)
         if m:
             # The candidates run and their times; those not run (floor over the cutoff), floors.
@@ -57,6 +52,17 @@ def measure(bench, args, prefix=()):
             trips = (float(m.group(7)), float(m.group(8))) if m.group(7) else None
             table[(m.group(1), m.group(2) + (m.group(6) or ""))] = (m.group(4), times, floors, cut,
                                                                    trips)
+    return table
+
+
+def measure(bench, args, prefix=()):
+    """One measured table (parse_table's) and the JSON line; `prefix`, a command to run
+    nostrum-bench under."""
+    cmd = list(prefix) + [bench, "--model", args.model, "--image", args.image, "--batch", str(args.batch),
+           "--threads", str(args.threads), "--precision", args.precision, "--steps", "1",
+           "--warmup", "0", "--conv-kernel", "measure", "--conv-cache", "none", "--verbose"]
+    run = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    table = parse_table(run.stdout + run.stderr)
     result = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
     if not table:
         sys.exit("conv_remeasure: no conv kernel table in the output of " + " ".join(cmd))
