@@ -107,9 +107,9 @@ struct ConvMeasureOptions {
   // table shows both readings); a pass during which it changed (same_host_state false) is
   // measured again, at most state_retries times, the last kept: its candidates' first calls
   // (which cut the slow ones) would otherwise be timed in one state and its rounds in the other.
-  // (On the AMD EPYC Zen 5 under KVM, 2026-12-07, that was 0-2 passes of ResNet-50's 71; the
-  // passes whose choice did not hold when measured again were measured in one state both times:
-  // near-ties, src/kernels/README.md, Measuring.) nullptr: not probed.
+  // (On the AMD EPYC Zen 5 under KVM, 2026-12-07, the passes whose choice did not hold when
+  // measured again in another process had been measured in one state both times: near-ties,
+  // src/kernels/README.md, Measuring.) nullptr: not probed.
   int state_retries = 1;
   std::function<double()> round_trip_ns = [] { return pool_round_trip_ns(); };
 };
