@@ -14,14 +14,18 @@ TEST_CASE("the pool's round trip: positive on two threads, 0 on one or inside a 
           "[core][any-cpu]") {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(2);
+  // A reading is positive and no longer than the call took (a trip's time is the call's over the
+  // trips made, or the whole call where none finished: threads just made can share one CPU).
+  double t0 = omp_get_wtime();
   const double ns = pool_round_trip_ns(200);
+  const double call_ns = (omp_get_wtime() - t0) * 1e9;
   CHECK(ns > 0.0);
-  CHECK(ns < 0.002 * 1e9);  // within its time limit, which a whole trip cannot exceed
+  CHECK(ns <= call_ns);
   // A limit far shorter than the trips asked for: it stops at the limit (a pool whose threads
   // share one CPU would otherwise spin a time slice a trip) and reports the trips it made.
-  const double t0 = omp_get_wtime();
+  t0 = omp_get_wtime();
   CHECK(pool_round_trip_ns(1 << 30, 0.005) > 0.0);
-  CHECK(omp_get_wtime() - t0 < 2.0);  // 2^30 trips, at the fastest 20 ns each: 20 s
+  CHECK(omp_get_wtime() - t0 < 10.0);  // 2^30 trips, at the fastest 20 ns each: 21 s
   omp_set_num_threads(1);
   CHECK(pool_round_trip_ns() == 0.0);
   omp_set_num_threads(2);
