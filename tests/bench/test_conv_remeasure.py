@@ -1,14 +1,16 @@
 """conv_remeasure.py's reading of nostrum-bench's --verbose table (tools/bench/conv_remeasure.py)
 on planted rows: times, floors (`>X ms`, not run), candidates cut short (`*`), the operand
 brackets that are part of a row's identity, the host state's round trips where the row has them;
-and when four round trips count as one host state."""
+when four round trips count as one host state; several measurements pooled into one (each
+candidate's median, a floor where one did not run it), and the first table's choices judged
+against a later one."""
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
 
-from conv_remeasure import describe_trips, one_host_state, parse_table  # noqa: E402
+from conv_remeasure import compare, describe_trips, one_host_state, parse_table, pool_tables  # noqa: E402
 
 SHAPE = "N32 H56 W56 C64 K256 R1 S1 /1 p0"
 ROWS = "\n".join([
@@ -56,6 +58,63 @@ class HostStateTest(unittest.TestCase):
     def test_describe(self):
         self.assertEqual(describe_trips(None), "-")
         self.assertEqual(describe_trips((85.0, 97.4)), "85/97")
+
+
+def row(times, floors=None, cut=(), trips=None):
+    return (min(times, key=times.get), dict(times), dict(floors or {}), set(cut), trips)
+
+
+class PoolTest(unittest.TestCase):
+    KEY = (SHAPE, "forward")
+
+    def test_one_table_is_itself(self):
+        table = {self.KEY: row({"a": 1.0, "b": 2.0})}
+        self.assertIs(pool_tables([table]), table)
+
+    def test_median_per_candidate_and_choice(self):
+        tables = [{self.KEY: row({"a": 1.00, "b": 1.10}, trips=(90.0, 95.0))},
+                  {self.KEY: row({"a": 1.30, "b": 0.95}, trips=(450.0, 460.0))},
+                  {self.KEY: row({"a": 1.02, "b": 1.08}, cut={"b"})}]
+        chosen, times, floors, cut, trips = pool_tables(tables)[self.KEY]
+        self.assertEqual(times, {"a": 1.02, "b": 1.08})  # one noisy reading each does not decide
+        self.assertEqual(chosen, "a")
+        self.assertEqual(floors, {})
+        self.assertEqual(cut, {"b"})
+        self.assertEqual(trips, (90.0, 460.0))  # both states seen: not one host state
+
+    def test_a_floor_counts_as_its_bound(self):
+        tables = [{self.KEY: row({"a": 1.0}, floors={"c": 3.0})},
+                  {self.KEY: row({"a": 1.2, "c": 4.0})},
+                  {self.KEY: row({"a": 1.1}, floors={"c": 2.5})}]
+        self.assertEqual(pool_tables(tables)[self.KEY][1], {"a": 1.1, "c": 3.0})
+
+    def test_different_passes_refused(self):
+        with self.assertRaises(SystemExit):
+            pool_tables([{self.KEY: row({"a": 1.0})}, {(SHAPE, "backward_data"): row({"a": 1.0})}])
+
+
+class CompareTest(unittest.TestCase):
+    def test_within_and_miss(self):
+        first = {(SHAPE, "forward"): row({"a": 1.00, "b": 1.04}),
+                 (SHAPE, "backward_data"): row({"a": 2.00, "b": 2.30}, trips=(90.0, 95.0))}
+        later = {(SHAPE, "forward"): row({"a": 1.04, "b": 1.00}),  # 4 % behind: within
+                 (SHAPE, "backward_data"): row({"a": 2.20, "b": 2.00}, trips=(92.0, 99.0))}
+        c = compare(first, later, 0.05)
+        self.assertEqual(c["within"], 1)
+        self.assertEqual(c["changed"], 2)
+        self.assertAlmostEqual(c["worst"], 0.10)
+        self.assertAlmostEqual(c["chosen_ms"], 3.24)
+        self.assertAlmostEqual(c["fastest_ms"], 3.00)
+        self.assertEqual((c["one_state"], c["one_state_within"]), (2, 1))
+        self.assertEqual(len(c["misses"]), 1)
+        self.assertIn("backward_data: a 2.200 ms, fastest b 2.000 ms (+10.0 %)", c["misses"][0])
+
+    def test_a_choice_not_run_again_misses_by_its_floor(self):
+        first = {(SHAPE, "forward"): row({"a": 1.0, "b": 1.1})}
+        later = {(SHAPE, "forward"): row({"b": 1.0}, floors={"a": 1.3})}
+        c = compare(first, later, 0.05)
+        self.assertEqual(c["within"], 0)
+        self.assertIn("(not run: its floor)", c["misses"][0])
 
 
 if __name__ == "__main__":

@@ -1,27 +1,32 @@
 #!/usr/bin/python3
 """Whether the measured conv kernel choice holds when measured again: measures the table of one
-model twice in a row (nostrum-bench --conv-kernel measure --conv-cache none --verbose, two
-processes), then, per shape and pass, times the first table's choice by the second measurement
-against the second's fastest candidate. The issue's bar: the chosen kernel within 5 % of the
-fastest. A choice that the second measurement cut short (its time from fewer calls, marked *) counts
-as measured; one it did not run because its floor alone was over the cutoff (a bf16 run's fp32
-candidate, printed `>X ms`) counts as missing the bar by at least that floor; one it did not list
-at all (not eligible there) is an error.
+model in 1 + N processes in a row (nostrum-bench --conv-kernel measure --conv-cache none --verbose),
+then, per shape and pass, times the first table's choice by the measurements after it against
+their fastest candidate. The issue's bar: the chosen kernel within 5 % of the fastest. With N = 1
+(the default) the second table is the judge; with N > 1, each candidate's median over the N
+tables (pool_tables), so that a near-tie is judged by more than one noisy reading; each of the N
+alone is also printed. A choice that a later measurement cut short (its time from fewer calls,
+marked *) counts as measured; one it did not run because its floor alone was over the cutoff (a
+bf16 run's fp32 candidate, printed `>X ms`) counts as missing the bar by at least that floor; one
+it did not list at all (not eligible there) is an error.
 
 Usage: tools/bench/conv_remeasure.py [--build build] --model M --image HxWxC --batch N
                                      [--threads 2] [--precision fp32|bf16] [--within 0.05]
+                                     [--again N]
 Prints one line per pass that misses the bar, then a summary line and a JSON line:
-{"passes": P, "within": K, "worst": r, "total": t, "one_state": Q, "one_state_within": L,
-"seconds": [s1, s2], ...}; r = chosen / fastest - 1; t: the same for the sums over all passes
-(what the first table's choices cost the step's convolutions against the second's fastest); Q:
-the passes whose four round trips (before and after, each measurement) read one host state, L:
-of them within the bar. On a machine whose host moves its CPUs (a VM), a choice made in one state
-is not wrong for being slower in the other.
+{"passes": P, "again": N, "within": K, "worst": r, "total": t, "one_state": Q,
+"one_state_within": L, "each_within": [K2, ...], "seconds": [s1, s2, ...], ...}; r = chosen /
+fastest - 1; t: the same for the sums over all passes (what the first table's choices cost the
+step's convolutions against the later fastest); Q: the passes whose round trips (before and after,
+every measurement) read one host state, L: of them within the bar; K2...: the bar against each
+later table alone. On a machine whose host moves its CPUs (a VM), a choice made in one state is
+not wrong for being slower in the other.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -88,6 +93,70 @@ def describe_trips(trips):
     return "-" if trips is None else f"{trips[0]:.0f}/{trips[1]:.0f}"
 
 
+def pool_tables(tables):
+    """Several measurements of one table taken as one, parse_table's form: per pass, each
+    candidate's median over the measurements; a measurement that did not run it (its floor alone
+    over the cutoff) gives its floor, a bound below its time, so a pooled time is never above what
+    was measured. The pooled choice is the fastest pooled time; a candidate cut short in any of them
+    is marked cut; the round trips are the lowest and highest read. One table is itself."""
+    if len(tables) == 1:
+        return tables[0]
+    if any(set(t) != set(tables[0]) for t in tables):
+        sys.exit("conv_remeasure: the measurements list different passes")
+    pooled = {}
+    for key in tables[0]:
+        rows = [t[key] for t in tables]
+        names = []
+        for row in rows:
+            names += [c for c in list(row[1]) + list(row[2]) if c not in names]
+        times, cut = {}, set()
+        for c in names:
+            values = [row[1][c] if c in row[1] else row[2][c] for row in rows
+                      if c in row[1] or c in row[2]]
+            times[c] = statistics.median(values)
+            if any(c in row[3] for row in rows):
+                cut.add(c)
+        trips = [x for row in rows if row[4] for x in row[4]]
+        chosen = min(times, key=times.get)
+        pooled[key] = (chosen, times, {}, cut, (min(trips), max(trips)) if trips else None)
+    return pooled
+
+
+def compare(first, second, within):
+    """first's choices against second's fastest, per pass: {"within", "worst", "changed",
+    "chosen_ms", "fastest_ms", "one_state", "one_state_within", "misses": [line, ...]}."""
+    if set(first) != set(second):
+        sys.exit("conv_remeasure: the two tables list different passes")
+    out = {"within": 0, "worst": 0.0, "changed": 0, "chosen_ms": 0.0, "fastest_ms": 0.0,
+           "one_state": 0, "one_state_within": 0, "misses": []}
+    for key in first:
+        chosen, times1, _, _, trips1 = first[key]
+        chosen2, times, floors, _, trips2 = second[key]
+        one_state = one_host_state((trips1 or ()) + (trips2 or ()))
+        out["one_state"] += one_state
+        if chosen not in times and chosen not in floors:
+            sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
+        ran = chosen in times
+        ours = times[chosen] if ran else floors[chosen]  # not run the second time: its floor
+        ratio = ours / min(times.values()) - 1
+        out["chosen_ms"] += ours
+        out["fastest_ms"] += min(times.values())
+        out["changed"] += chosen != chosen2
+        out["worst"] = max(out["worst"], ratio)
+        if ratio <= within:
+            out["within"] += 1
+            out["one_state_within"] += one_state
+        else:
+            out["misses"].append(
+                f"{key[0]} {key[1]}: {chosen} {ours:.3f} ms"
+                f"{'' if ran else ' (not run: its floor)'}, fastest {chosen2} "
+                f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
+                ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; again: " +
+                ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()) +
+                f"; round trips {describe_trips(trips1)}, {describe_trips(trips2)} ns")
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
@@ -97,53 +166,40 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--within", type=float, default=0.05)
+    parser.add_argument("--again", type=int, default=1,
+                        help="measurements after the first, pooled (each candidate's median)")
     args = parser.parse_args()
+    if args.again < 1:
+        parser.error(f"--again {args.again}: measure the table again at least once")
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
     first, r1 = measure(bench, args)
-    second, r2 = measure(bench, args)
-    if set(first) != set(second):
-        sys.exit("conv_remeasure: the two tables list different passes")
-    within, worst, changed = 0, 0.0, 0
-    chosen_ms, fastest_ms = 0.0, 0.0  # summed over the passes, the second measurement's times
-    steady, steady_within = 0, 0  # passes measured in one host state both times; of them within
-    for key in first:
-        chosen, times1, _, _, trips1 = first[key]
-        chosen2, times, floors, _, trips2 = second[key]
-        one_state = one_host_state((trips1 or ()) + (trips2 or ()))
-        steady += one_state
-        if chosen not in times and chosen not in floors:
-            sys.exit(f"conv_remeasure: {chosen} not timed for {key[0]} {key[1]} the second time")
-        ran = chosen in times
-        ours = times[chosen] if ran else floors[chosen]  # not run the second time: its floor
-        ratio = ours / min(times.values()) - 1
-        chosen_ms += ours
-        fastest_ms += min(times.values())
-        changed += chosen != chosen2
-        worst = max(worst, ratio)
-        if ratio <= args.within:
-            within += 1
-            steady_within += one_state
-        else:
-            print(f"{key[0]} {key[1]}: {chosen} {ours:.3f} ms"
-                  f"{'' if ran else ' (not run: its floor)'}, fastest {chosen2} "
-                  f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
-                  ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; second: " +
-                  ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()) +
-                  f"; round trips {describe_trips(trips1)}, {describe_trips(trips2)} ns")
-    print(f"{within} of {len(first)} passes: the first measurement's choice within "
-          f"{100 * args.within:.0f} % of the second's fastest; {changed} chose differently; worst "
-          f"+{100 * worst:.1f} %; measurement {r1['conv_measure_seconds']:.1f} s and "
-          f"{r2['conv_measure_seconds']:.1f} s; all passes: the first's choices "
-          f"{chosen_ms:.1f} ms against the second's fastest {fastest_ms:.1f} ms "
-          f"(+{100 * (chosen_ms / fastest_ms - 1):.1f} %); of the {steady} passes measured in one host state "
-          f"both times (the four round trips within {STATE_RATIO:g}x), {steady_within} within")
+    again = [measure(bench, args) for _ in range(args.again)]
+    each = [compare(first, table, args.within) for table, _ in again]
+    if args.again > 1:
+        for k, c in enumerate(each, start=2):
+            print(f"measurement {k}: {c['within']} of {len(first)} passes within "
+                  f"{100 * args.within:.0f} % of its fastest; worst +{100 * c['worst']:.1f} %; all "
+                  f"passes +{100 * (c['chosen_ms'] / c['fastest_ms'] - 1):.1f} %")
+    c = compare(first, pool_tables([table for table, _ in again]), args.within)
+    for line in c["misses"]:
+        print(line)
+    seconds = [r1["conv_measure_seconds"]] + [r["conv_measure_seconds"] for _, r in again]
+    second = "second" if args.again == 1 else f"{args.again} after it (each candidate's median)"
+    print(f"{c['within']} of {len(first)} passes: the first measurement's choice within "
+          f"{100 * args.within:.0f} % of the {second}'s fastest; {c['changed']} chose differently; "
+          f"worst +{100 * c['worst']:.1f} %; measurement " +
+          " and ".join(f"{s:.1f} s" for s in seconds) + "; all passes: the first's choices "
+          f"{c['chosen_ms']:.1f} ms against the fastest {c['fastest_ms']:.1f} ms "
+          f"(+{100 * (c['chosen_ms'] / c['fastest_ms'] - 1):.1f} %); of the {c['one_state']} passes "
+          f"measured in one host state throughout (the round trips within {STATE_RATIO:g}x), "
+          f"{c['one_state_within']} within")
     print(json.dumps({"model": args.model, "image": args.image, "batch": args.batch,
                       "threads": args.threads, "precision": args.precision,
-                      "passes": len(first), "within": within, "changed": changed,
-                      "worst": round(worst, 4),
-                      "total": round(chosen_ms / fastest_ms - 1, 4), "one_state": steady,
-                      "one_state_within": steady_within,
-                      "seconds": [r1["conv_measure_seconds"], r2["conv_measure_seconds"]]}))
+                      "passes": len(first), "again": args.again, "within": c["within"],
+                      "changed": c["changed"], "worst": round(c["worst"], 4),
+                      "total": round(c["chosen_ms"] / c["fastest_ms"] - 1, 4),
+                      "one_state": c["one_state"], "one_state_within": c["one_state_within"],
+                      "each_within": [e["within"] for e in each], "seconds": seconds}))
 
 
 if __name__ == "__main__":

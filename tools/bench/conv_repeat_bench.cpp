@@ -1,13 +1,14 @@
-// nostrum-conv-repeat-bench: ResNet-50's convolution passes measured again and again in one
-// process by the measured choice's own schedule (kernels/conv_choice.hpp), each repeat on every
-// one of a few operand sets of their own memory: how far the candidates' times, and the ratio of
-// the fastest to the second, move when nothing but time and the operands' pages changes. Where
+// nostrum-conv-repeat-bench: ResNet-50's (or resnet8's) convolution passes measured again and again
+// in one process by the measured choice's own schedule (kernels/conv_choice.hpp), each repeat on
+// every one of a few operand sets of their own memory: how far the candidates' times, and the ratio
+// of the fastest to the second, move when nothing but time and the operands' pages changes. Where
 // they move by more than two candidates differ, no measurement can say which of the two is faster
 // for good (src/kernels/README.md, Measuring). bf16 passes take their operands in bf16 and a
 // forward writes bf16, as a bf16 run hands most layers theirs.
 //
-// Usage: nostrum-conv-repeat-bench [--image 224] [--batch 32] [--precision bf16|fp32]
-//          [--only TEXT] [--pass forward|backward_data|backward_weights] [--repeats 5] [--sets 2]
+// Usage: nostrum-conv-repeat-bench [--model resnet50|resnet8] [--image 224|28] [--batch 32]
+//          [--precision bf16|fp32] [--only TEXT] [--pass forward|backward_data|backward_weights]
+//          [--repeats 5] [--sets 2]
 // (--only: the convs whose name, as nostrum-conv-bench prints it, contains TEXT).
 #include <omp.h>
 
@@ -32,8 +33,9 @@ namespace {
 
 int usage(const std::string& why) {
   std::fprintf(stderr,
-               "nostrum-conv-repeat-bench: %s\nusage: nostrum-conv-repeat-bench [--image 224] "
-               "[--batch 32] [--precision bf16|fp32] [--only TEXT] [--pass forward|backward_data|"
+               "nostrum-conv-repeat-bench: %s\nusage: nostrum-conv-repeat-bench [--model "
+               "resnet50|resnet8] [--image 224|28] [--batch 32] [--precision bf16|fp32] [--only "
+               "TEXT] [--pass forward|backward_data|"
                "backward_weights] [--repeats 5] [--sets 2]\n",
                why.c_str());
   return 2;
@@ -50,13 +52,18 @@ bool parse_positive(const char* text, int* value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int image = 224, batch = 32, repeats = 5, sets = 2;
+  int image = 0, batch = 32, repeats = 5, sets = 2;  // image 0: the model's (224, 28)
+  std::string model = "resnet50";
   std::string precision_name = kernels::bf16_available() ? "bf16" : "fp32", only, pass_name;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return usage("option " + arg + " is unknown or has no value");
     const char* value = argv[++i];
-    if (arg == "--image") {
+    if (arg == "--model") {
+      model = value;
+      if (model != "resnet50" && model != "resnet8")
+        return usage("--model takes resnet50 or resnet8, not '" + model + "'");
+    } else if (arg == "--image") {
       if (!parse_positive(value, &image)) return usage("--image takes a side in pixels");
     } else if (arg == "--batch") {
       if (!parse_positive(value, &batch)) return usage("--batch takes N >= 1");
@@ -84,14 +91,20 @@ int main(int argc, char** argv) {
       precision_name == "bf16" ? kernels::Precision::kBf16 : kernels::Precision::kFp32;
   if (precision == kernels::Precision::kBf16 && !kernels::bf16_available())
     return usage("--precision bf16: this CPU has no AVX512_BF16");
-  std::printf("cpu: %s; %d threads; %s; ResNet-50 %dx%d b%d\n", cpu_features().describe().c_str(),
-              omp_get_max_threads(), precision_name.c_str(), image, image, batch);
+  if (image == 0) image = model == "resnet50" ? 224 : 28;
+  const char* model_title = model == "resnet50" ? "ResNet-50" : "resnet8";
+  std::printf("cpu: %s; %d threads; %s; %s %dx%d b%d\n", cpu_features().describe().c_str(),
+              omp_get_max_threads(), precision_name.c_str(), model_title, image, image, batch);
   pool_round_trip_ns(16);  // not kept: the pool's threads just made may share one CPU at first
   // Each set: operands and scratch in memory of its own, all alive at once (other pages).
   std::vector<std::unique_ptr<kernels::ConvMeasureBuffers>> buffers;
   for (int s = 0; s < sets; ++s) buffers.emplace_back(new kernels::ConvMeasureBuffers());
   int listed = 0;
-  for (const bench::NamedConv& conv : bench::resnet50_convs(image, batch)) {
+  // resnet8: Fashion-MNIST's one channel, width 16, one basic block a stage.
+  const std::vector<bench::NamedConv> convs =
+      model == "resnet50" ? bench::resnet50_convs(image, batch)
+                          : bench::cifar_resnet_convs(image, 1, 16, 1, batch);
+  for (const bench::NamedConv& conv : convs) {
     if (!only.empty() && conv.name.find(only) == std::string::npos) continue;
     for (ConvPass pass :
          {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
@@ -142,6 +155,7 @@ int main(int argc, char** argv) {
       ++listed;
     }
   }
-  if (listed == 0) return usage("no ResNet-50 conv's name contains '" + only + "'");
+  if (listed == 0)
+    return usage(std::string("no ") + model_title + " conv's name contains '" + only + "'");
   return 0;
 }
