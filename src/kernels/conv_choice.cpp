@@ -336,11 +336,15 @@ std::vector<std::string> describe_conv_choices(const ConvChoiceTable& table) {
     int most = 0;  // the calls of the candidates that ran every round
     for (const ConvTiming& t : row.timings) most = std::max(most, t.calls);
     for (const ConvTiming& t : row.timings) {
+      // In ms to 4 significant digits at least (3 decimals, up to 6 for a pass of microseconds:
+      // the classifier's 3 us weight gradient at 0.003 would read 0.0025-0.0035 as one).
+      const double ms = t.seconds * 1e3;
+      const int decimals = ms > 0.0 ? std::clamp(3 - int(std::floor(std::log10(ms))), 3, 6) : 3;
       char text[96];
       if (t.calls == 0)  // not run: its floor alone was over the cutoff
-        std::snprintf(text, sizeof text, " %s >%.3f ms", t.candidate.c_str(), t.seconds * 1e3);
+        std::snprintf(text, sizeof text, " %s >%.*f ms", t.candidate.c_str(), decimals, ms);
       else
-        std::snprintf(text, sizeof text, " %s %.3f ms%s", t.candidate.c_str(), t.seconds * 1e3,
+        std::snprintf(text, sizeof text, " %s %.*f ms%s", t.candidate.c_str(), decimals, ms,
                       t.calls < most ? "*" : "");
       line += text;
     }

@@ -687,6 +687,18 @@ TEST_CASE("select_conv_kernels measures a pass again when the host state changed
   CHECK(kernels::describe_conv_choices(table).at(0).find("round trip") == std::string::npos);
 }
 
+TEST_CASE("the table's line gives every time to 4 significant digits at least", "[engine][conv]") {
+  ConvChoiceTable table;
+  ConvChoice row;
+  row.shape = {conv_geometry(2, 6, 6, 16, 16, 3, 3, 1, 1), ConvPass::kForward};
+  row.timings = {{"a", 3.4567e-6, 21}, {"b", 0.0123456, 2}, {"c", 2.5e-5, 0}};
+  row.chosen = "a";
+  row.source = ConvChoiceSource::kMeasured;
+  table.rows.push_back(row);
+  CHECK_THAT(kernels::describe_conv_choices(table).at(0),
+             Catch::Contains(": a 0.003457 ms b 12.346 ms* c >0.02500 ms -> a (measured)"));
+}
+
 TEST_CASE("a model runs the table's kernels and refuses one that cannot run", "[engine][conv]") {
   model::ModelConfig config;
   config.name = "resnet8";
