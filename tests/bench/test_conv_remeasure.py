@@ -10,7 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
 
-from conv_remeasure import compare, describe_trips, one_host_state, parse_table, pool_tables  # noqa: E402
+from conv_remeasure import compare, describe_trips, ms_text, one_host_state, parse_table, pool_tables  # noqa: E402
 
 SHAPE = "N32 H56 W56 C64 K256 R1 S1 /1 p0"
 ROWS = "\n".join([
@@ -108,6 +108,16 @@ class CompareTest(unittest.TestCase):
         self.assertEqual((c["one_state"], c["one_state_within"]), (2, 1))
         self.assertEqual(len(c["misses"]), 1)
         self.assertIn("backward_data: a 2.200 ms, fastest b 2.000 ms (+10.0 %)", c["misses"][0])
+
+    def test_times_as_the_table_prints_them(self):
+        self.assertEqual(ms_text(0.0034567), "0.003457")
+        self.assertEqual(ms_text(0.25), "0.2500")
+        self.assertEqual(ms_text(12.3456), "12.346")
+        self.assertEqual(ms_text(0.0), "0.000")
+        first = {(SHAPE, "forward"): row({"a": 0.004, "b": 0.0045})}
+        later = {(SHAPE, "forward"): row({"a": 0.0045, "b": 0.0040})}
+        self.assertIn("a 0.004500 ms, fastest b 0.004000 ms (+12.5 %)",
+                      compare(first, later, 0.05)["misses"][0])
 
     def test_a_choice_not_run_again_misses_by_its_floor(self):
         first = {(SHAPE, "forward"): row({"a": 1.0, "b": 1.1})}

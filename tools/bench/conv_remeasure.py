@@ -24,6 +24,7 @@ not wrong for being slower in the other.
 """
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -122,6 +123,12 @@ def pool_tables(tables):
     return pooled
 
 
+def ms_text(ms):
+    """A time in ms as the table prints it: 4 significant digits at least (3 to 6 decimals)."""
+    decimals = min(6, max(3, 3 - math.floor(math.log10(ms)))) if ms > 0 else 3
+    return f"{ms:.{decimals}f}"
+
+
 def compare(first, second, within):
     """first's choices against second's fastest, per pass: {"within", "worst", "changed",
     "chosen_ms", "fastest_ms", "one_state", "one_state_within", "misses": [line, ...]}."""
@@ -148,11 +155,11 @@ def compare(first, second, within):
             out["one_state_within"] += one_state
         else:
             out["misses"].append(
-                f"{key[0]} {key[1]}: {chosen} {ours:.3f} ms"
+                f"{key[0]} {key[1]}: {chosen} {ms_text(ours)} ms"
                 f"{'' if ran else ' (not run: its floor)'}, fastest {chosen2} "
-                f"{min(times.values()):.3f} ms (+{100 * ratio:.1f} %); first: " +
-                ", ".join(f"{c} {ms:.3f}" for c, ms in times1.items()) + "; again: " +
-                ", ".join(f"{c} {ms:.3f}" for c, ms in times.items()) +
+                f"{ms_text(min(times.values()))} ms (+{100 * ratio:.1f} %); first: " +
+                ", ".join(f"{c} {ms_text(ms)}" for c, ms in times1.items()) + "; again: " +
+                ", ".join(f"{c} {ms_text(ms)}" for c, ms in times.items()) +
                 f"; round trips {describe_trips(trips1)}, {describe_trips(trips2)} ns")
     return out
 
