@@ -172,9 +172,9 @@ Options parse(int argc, char** argv) {
       throw nostrum::OptionError("unknown option", a, "see --help");
     }
   }
-  NOSTRUM_CHECK(o.model == "resnet50" || o.model == "resnet8", nostrum::OptionError,
+  NOSTRUM_CHECK(nostrum::bench::is_bench_model(o.model), nostrum::OptionError,
                 "unknown model '" + o.model + "'", "--model", "use resnet50 or resnet8");
-  if (o.image == 0) o.image = o.model == "resnet50" ? 224 : 28;
+  o.image = nostrum::bench::bench_model_image(o.model, o.image);
   NOSTRUM_CHECK(o.image > 0 && o.batch > 0 && o.repeats > 0, nostrum::OptionError,
                 "--image, --batch and --repeats must be positive", "options");
   return o;
@@ -256,9 +256,7 @@ double bf16_gemm_ceiling(int repeats) {
 int main(int argc, char** argv) try {
   nostrum::kernels::select_blas_kernels(argv);  // as nostrum-train: may re-exec (AVX-512)
   const Options opt = parse(argc, argv);
-  const auto convs = opt.model == "resnet50"
-                         ? nostrum::bench::resnet50_convs(opt.image, opt.batch)
-                         : nostrum::bench::cifar_resnet_convs(opt.image, 1, 16, 1, opt.batch);
+  const auto convs = nostrum::bench::bench_model_convs(opt.model, opt.image, opt.batch);
   nostrum::layers::ConvOptions conv_options;
   conv_options.column_budget_floats = opt.budget;
   conv_options.precision = opt.precision;

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     const char* value = argv[++i];
     if (arg == "--model") {
       model = value;
-      if (model != "resnet50" && model != "resnet8")
+      if (!bench::is_bench_model(model))
         return usage("--model takes resnet50 or resnet8, not '" + model + "'");
     } else if (arg == "--image") {
       if (!parse_positive(value, &image)) return usage("--image takes a side in pixels");
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       precision_name == "bf16" ? kernels::Precision::kBf16 : kernels::Precision::kFp32;
   if (precision == kernels::Precision::kBf16 && !kernels::bf16_available())
     return usage("--precision bf16: this CPU has no AVX512_BF16");
-  if (image == 0) image = model == "resnet50" ? 224 : 28;
+  image = bench::bench_model_image(model, image);
   const char* model_title = model == "resnet50" ? "ResNet-50" : "resnet8";
   std::printf("cpu: %s; %d threads; %s; %s %dx%d b%d\n", cpu_features().describe().c_str(),
               omp_get_max_threads(), precision_name.c_str(), model_title, image, image, batch);
@@ -100,11 +100,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<kernels::ConvMeasureBuffers>> buffers;
   for (int s = 0; s < sets; ++s) buffers.emplace_back(new kernels::ConvMeasureBuffers());
   int listed = 0;
-  // resnet8: Fashion-MNIST's one channel, width 16, one basic block a stage.
-  const std::vector<bench::NamedConv> convs =
-      model == "resnet50" ? bench::resnet50_convs(image, batch)
-                          : bench::cifar_resnet_convs(image, 1, 16, 1, batch);
-  for (const bench::NamedConv& conv : convs) {
+  for (const bench::NamedConv& conv : bench::bench_model_convs(model, image, batch)) {
     if (!only.empty() && conv.name.find(only) == std::string::npos) continue;
     for (ConvPass pass :
          {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {

@@ -75,4 +75,18 @@ std::vector<NamedConv> cifar_resnet_convs(int image, int in_channels, int width,
   return convs;
 }
 
+bool is_bench_model(const std::string& model) {
+  return model == "resnet50" || model == "resnet8";
+}
+
+int bench_model_image(const std::string& model, int image) {
+  return image != 0 ? image : model == "resnet50" ? 224 : 28;
+}
+
+std::vector<NamedConv> bench_model_convs(const std::string& model, int image, int batch) {
+  image = bench_model_image(model, image);
+  return model == "resnet50" ? resnet50_convs(image, batch)
+                             : cifar_resnet_convs(image, 1, 16, 1, batch);
+}
+
 }  // namespace nostrum::bench

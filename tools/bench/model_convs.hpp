@@ -25,4 +25,12 @@ std::vector<NamedConv> resnet50_convs(int image, int batch);
 std::vector<NamedConv> cifar_resnet_convs(int image, int in_channels, int width, int blocks,
                                           int batch);
 
+// The models the conv benchmarks take by name (--model): "resnet50" (224x224x3 by default) and
+// "resnet8" (Fashion-MNIST's 28x28x1 by default: width 16, one basic block a stage).
+bool is_bench_model(const std::string& model);
+// model's convs at image x image (0: the model's default) and batch; model as is_bench_model
+// accepts (any other: resnet8's).
+std::vector<NamedConv> bench_model_convs(const std::string& model, int image, int batch);
+int bench_model_image(const std::string& model, int image);  // image, or 0: the default
+
 }  // namespace nostrum::bench
