@@ -69,6 +69,52 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings) {
   return best;
 }
 
+ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
+  NOSTRUM_CHECK(!per_rank.empty(), ShapeError, "no table to pool", "conv kernel choice");
+  ConvChoiceTable pooled = per_rank[0];
+  pooled.ranks = int(per_rank.size());
+  for (const ConvChoiceTable& t : per_rank) {
+    NOSTRUM_CHECK(t.rows.size() == pooled.rows.size(), ShapeError,
+                  "a rank measured " + std::to_string(t.rows.size()) + " conv passes, rank 0 " +
+                      std::to_string(pooled.rows.size()),
+                  "conv kernel choice");
+    pooled.measure_seconds = std::max(pooled.measure_seconds, t.measure_seconds);
+  }
+  for (size_t r = 0; r < pooled.rows.size(); ++r) {
+    ConvChoice& row = pooled.rows[r];
+    const std::string what = conv_shape_name(row.shape.g) + " " + conv_pass_name(row.shape.pass);
+    for (const ConvChoiceTable& t : per_rank)
+      NOSTRUM_CHECK(
+          same_measured_shape(t.rows[r].shape, row.shape) && t.rows[r].source == row.source,
+          ShapeError, "the ranks' conv kernel tables differ at row " + std::to_string(r), what);
+    if (row.source != ConvChoiceSource::kMeasured) continue;
+    std::vector<ConvTiming> timings;
+    for (const ConvTiming& mine : row.timings) {
+      std::vector<double> seconds;
+      int calls = 0;
+      for (const ConvChoiceTable& t : per_rank)
+        for (const ConvTiming& theirs : t.rows[r].timings)
+          if (theirs.candidate == mine.candidate) {
+            seconds.push_back(theirs.seconds);
+            calls += theirs.calls;
+            break;
+          }
+      if (seconds.size() < per_rank.size()) continue;  // some rank cannot run it
+      std::sort(seconds.begin(), seconds.end());
+      const size_t n = seconds.size();
+      timings.push_back(
+          ConvTiming{mine.candidate,
+                     n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]), calls});
+    }
+    NOSTRUM_CHECK(std::any_of(timings.begin(), timings.end(),
+                              [](const ConvTiming& t) { return t.calls > 0; }),
+                  ShapeError, "no candidate ran on every rank", what);
+    row.timings = timings;
+    row.chosen = row.timings[fastest_timing(row.timings)].candidate;
+  }
+  return pooled;
+}
+
 namespace {
 
 // A value in [-1, 1) from an index: a fixed pattern, the same whatever the buffer's growth.
@@ -395,6 +441,7 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
   const Json j{{"precision", precision_name(table.precision)},
                {"threads", table.threads},
                {"measure_seconds", table.measure_seconds},
+               {"ranks", table.ranks},
                {"rows", rows}};
   return j.dump();
 }
@@ -406,6 +453,9 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
     table.precision = parse_precision(j.at("precision").get<std::string>());
     table.threads = j.at("threads").get<int>();
     table.measure_seconds = j.at("measure_seconds").get<double>();
+    table.ranks = j.value("ranks", 1);  // absent from tables written before ranks pooled
+    NOSTRUM_CHECK(table.ranks >= 1, ShapeError,
+                  "malformed conv kernel table: ranks " + std::to_string(table.ranks), what);
     for (const Json& r : j.at("rows")) {
       ConvChoice row;
       const Json& s = r.at("shape");
@@ -422,10 +472,12 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
         row.timings.push_back(ConvTiming{t.at("candidate").get<std::string>(),
                                          t.at("seconds").get<double>(), t.at("calls").get<int>()});
       row.chosen = r.at("chosen").get<std::string>();
-      NOSTRUM_CHECK(find_conv_candidate(row.chosen) != nullptr, ShapeError,
-                    "unknown conv kernel '" + row.chosen + "'", what);
       row.source = parse_enum_name<ConvChoiceSource>(r.at("source").get<std::string>(),
                                                      conv_choice_source_names(), "source");
+      // A planned row still to be measured (plan_conv_kernels) has no choice yet.
+      const bool to_measure = row.source == ConvChoiceSource::kMeasured && row.timings.empty();
+      NOSTRUM_CHECK((to_measure && row.chosen.empty()) || find_conv_candidate(row.chosen),
+                    ShapeError, "unknown conv kernel '" + row.chosen + "'", what);
       if (r.contains("round_trip_ns")) {  // absent from tables written before it was probed
         const Json& trip = r.at("round_trip_ns");
         row.round_trip_ns[0] = trip.at(0).get<double>();

@@ -4,6 +4,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "nostrum/core/error.hpp"
 #include "nostrum/core/pool_round_trip.hpp"
 #include "nostrum/kernels/conv_cache.hpp"
@@ -87,17 +89,15 @@ ConvChoice fixed_rule(const ConvPassShape& s, Precision precision, int threads) 
 
 }  // namespace
 
-ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
-                                    int threads, const ConvKernelRequest& request,
-                                    std::vector<std::string>* notes, float* idle_memory,
-                                    size_t idle_floats) {
+ConvChoiceTable plan_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
+                                  int threads, const ConvKernelRequest& request,
+                                  std::vector<std::string>* notes) {
   ConvChoiceTable table;
   table.precision = precision;
   table.threads = threads;
   const auto note = [&](const std::string& line) {
     if (notes) notes->push_back(line);
   };
-
   if (request.mode == ConvKernelMode::kFixedRule) {
     for (const ConvPassShape& s : shapes) table.rows.push_back(fixed_rule(s, precision, threads));
     return table;
@@ -137,24 +137,6 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
     cache = read_conv_cache(request.cache);
     if (!cache.refused.empty()) note(cache.refused + "; measuring again");
   }
-  const double t0 = omp_get_wtime();
-  bool measured = false;
-  ConvMeasureBuffers buffers(idle_memory, idle_floats);  // one set for every pass measured here
-  // A row's pass measured, again while the host state changed during it
-  // (ConvMeasureOptions::state_retries). A few round trips first, not kept: a pool's threads
-  // just made can share one CPU until the scheduler moves one, and read as a far state.
-  const ConvMeasureOptions& options = request.measure;
-  if (options.round_trip_ns) pool_round_trip_ns(16);
-  const auto measure_row = [&](ConvChoice* row) {
-    for (int attempt = 0;; ++attempt) {
-      if (options.round_trip_ns) row->round_trip_ns[0] = options.round_trip_ns();
-      row->timings = measure_conv_pass(row->shape, precision, options, &buffers);
-      if (options.round_trip_ns) row->round_trip_ns[1] = options.round_trip_ns();
-      if (attempt >= options.state_retries ||
-          same_host_state(row->round_trip_ns[0], row->round_trip_ns[1]))
-        break;
-    }
-  };
   for (const ConvPassShape& s : shapes) {
     if (const ConvChoice* hit = find_cached(cache, s, threads, precision)) {
       const ConvCandidate* c = find_conv_candidate(hit->chosen);
@@ -167,25 +149,68 @@ ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Pr
       note("conv kernel cache " + request.cache + ": " + hit->chosen + " cannot run " +
            conv_shape_name(s.g) + " " + conv_pass_name(s.pass) + " here; measuring it again");
     }
-    ConvChoice row;
+    ConvChoice row;  // to be measured: no timings, no choice yet
     row.shape = s;
-    measure_row(&row);
-    row.chosen = row.timings[fastest_timing(row.timings)].candidate;
     row.source = ConvChoiceSource::kMeasured;
     table.rows.push_back(row);
-    measured = true;
   }
-  table.measure_seconds = measured ? omp_get_wtime() - t0 : 0.0;
-  if (measured && !request.cache.empty()) {
-    try {
-      // Read again just before writing: another run may have written it meanwhile.
-      ConvCacheContents latest = read_conv_cache(request.cache);
-      if (!latest.refused.empty()) latest = ConvCacheContents{};
-      write_conv_cache(request.cache, latest, table, request.mode == ConvKernelMode::kMeasure);
-    } catch (const Error& e) {
-      note(std::string(e.what()) + " (the choice is used, not kept)");
+  return table;
+}
+
+int conv_rows_to_measure(const ConvChoiceTable& table) {
+  int count = 0;
+  for (const ConvChoice& row : table.rows)
+    count += row.source == ConvChoiceSource::kMeasured && row.timings.empty();
+  return count;
+}
+
+void measure_planned_conv_rows(ConvChoiceTable& table, const ConvMeasureOptions& options,
+                               float* idle_memory, size_t idle_floats) {
+  if (conv_rows_to_measure(table) == 0) return;
+  const double t0 = omp_get_wtime();
+  ConvMeasureBuffers buffers(idle_memory, idle_floats);  // one set for every pass measured here
+  // A row's pass measured, again while the host state changed during it
+  // (ConvMeasureOptions::state_retries). A few round trips first, not kept: a pool's threads
+  // just made can share one CPU until the scheduler moves one, and read as a far state.
+  if (options.round_trip_ns) pool_round_trip_ns(16);
+  for (ConvChoice& row : table.rows) {
+    if (row.source != ConvChoiceSource::kMeasured || !row.timings.empty()) continue;
+    for (int attempt = 0;; ++attempt) {
+      if (options.round_trip_ns) row.round_trip_ns[0] = options.round_trip_ns();
+      row.timings = measure_conv_pass(row.shape, table.precision, options, &buffers);
+      if (options.round_trip_ns) row.round_trip_ns[1] = options.round_trip_ns();
+      if (attempt >= options.state_retries ||
+          same_host_state(row.round_trip_ns[0], row.round_trip_ns[1]))
+        break;
     }
+    row.chosen = row.timings[fastest_timing(row.timings)].candidate;
   }
+  table.measure_seconds = omp_get_wtime() - t0;
+}
+
+void keep_conv_choices(const ConvChoiceTable& table, const ConvKernelRequest& request,
+                       std::vector<std::string>* notes) {
+  const bool measured =
+      std::any_of(table.rows.begin(), table.rows.end(),
+                  [](const ConvChoice& row) { return row.source == ConvChoiceSource::kMeasured; });
+  if (!measured || request.cache.empty()) return;
+  try {
+    // Read again just before writing: another run may have written it meanwhile.
+    ConvCacheContents latest = read_conv_cache(request.cache);
+    if (!latest.refused.empty()) latest = ConvCacheContents{};
+    write_conv_cache(request.cache, latest, table, request.mode == ConvKernelMode::kMeasure);
+  } catch (const Error& e) {
+    if (notes) notes->push_back(std::string(e.what()) + " (the choice is used, not kept)");
+  }
+}
+
+ConvChoiceTable select_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
+                                    int threads, const ConvKernelRequest& request,
+                                    std::vector<std::string>* notes, float* idle_memory,
+                                    size_t idle_floats) {
+  ConvChoiceTable table = plan_conv_kernels(shapes, precision, threads, request, notes);
+  measure_planned_conv_rows(table, request.measure, idle_memory, idle_floats);
+  keep_conv_choices(table, request, notes);
   return table;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "io/weights_file.hpp"
@@ -96,29 +97,64 @@ void open_data(Run& run) {
                 "--batch-size", "use a smaller batch or fewer ranks");
 }
 
-// Each conv pass's kernel (--conv-kernel): rank 0 measures or reads its cache, every rank takes
-// rank 0's table, so all ranks run the same kernels. An error on rank 0 is every rank's.
+// Each conv pass's kernel (--conv-kernel): rank 0 plans (the fixed rule, a forced candidate, its
+// cache); every rank measures the passes left at once, on its own pool and under the run's load;
+// rank 0 pools the ranks' times (kernels::pool_conv_tables: each candidate's median over the
+// ranks) and keeps the result in its cache; every rank takes that table, so all ranks run the same
+// kernels. An error on any rank is every rank's.
 void choose_conv_kernels(Run& run) {
   model::Model& net = *run.model;
   const kernels::Precision precision = run.config.model.config.precision;
-  std::string text, notes;
-  if (run.world.rank() == 0) {
-    try {
-      std::vector<std::string> lines;
-      const kernels::ConvChoiceTable table = kernels::select_conv_kernels(
-          net.conv_pass_shapes(), precision, run.plan.threads, run.config.model.conv_kernels,
-          &lines, net.activation_memory(), net.activation_memory_floats());
-      text = kernels::conv_choices_to_json(table);
-      for (const std::string& line : lines) notes += "note: " + line + "\n";
-    } catch (const Error& e) {
-      text = std::string("!") + e.what();
+  const kernels::ConvKernelRequest& request = run.config.model.conv_kernels;
+  const bool root = run.world.rank() == 0;
+  std::vector<std::string> lines;
+  // Text every rank receives from rank 0: a table, or "!" and the error every rank throws.
+  const auto from_root = [&](const std::function<std::string()>& make, const std::string& what) {
+    std::string text;
+    if (root) {
+      try {
+        text = make();
+      } catch (const Error& e) {
+        text = std::string("!") + e.what();
+      }
     }
+    run.world.broadcast(text, 0);
+    if (!text.empty() && text[0] == '!') throw OptionError(text.substr(1), "--conv-kernel");
+    return kernels::conv_choices_from_json(text, what);
+  };
+  kernels::ConvChoiceTable table = from_root(
+      [&] {
+        return kernels::conv_choices_to_json(kernels::plan_conv_kernels(
+            net.conv_pass_shapes(), precision, run.plan.threads, request, &lines));
+      },
+      "rank 0's conv kernel plan");
+  if (kernels::conv_rows_to_measure(table) > 0) {
+    std::string mine;
+    try {
+      kernels::measure_planned_conv_rows(table, request.measure, net.activation_memory(),
+                                         net.activation_memory_floats());
+      mine = kernels::conv_choices_to_json(table);
+    } catch (const Error& e) {
+      mine = "!rank " + std::to_string(run.world.rank()) + ": " + e.what();
+    }
+    const std::vector<std::string> all = run.world.gather_strings(mine, 0);
+    table = from_root(
+        [&] {
+          std::vector<kernels::ConvChoiceTable> tables;
+          for (size_t r = 0; r < all.size(); ++r) {
+            if (!all[r].empty() && all[r][0] == '!') throw OptionError(all[r].substr(1));
+            tables.push_back(kernels::conv_choices_from_json(
+                all[r], "rank " + std::to_string(r) + "'s conv kernel table"));
+          }
+          const kernels::ConvChoiceTable pooled = kernels::pool_conv_tables(tables);
+          kernels::keep_conv_choices(pooled, request, &lines);
+          return kernels::conv_choices_to_json(pooled);
+        },
+        "rank 0's conv kernel table");
   }
-  run.world.broadcast(text, 0);
+  std::string notes;
+  for (const std::string& line : lines) notes += "note: " + line + "\n";
   run.world.broadcast(notes, 0);
-  if (!text.empty() && text[0] == '!') throw OptionError(text.substr(1), "--conv-kernel");
-  const kernels::ConvChoiceTable table =
-      kernels::conv_choices_from_json(text, "rank 0's conv kernel table");
   net.set_conv_kernels(table);
   if (!notes.empty()) run.notes.push_back(notes.substr(0, notes.size() - 1));
   // A summary line; the whole table with --verbose.
@@ -138,7 +174,10 @@ void choose_conv_kernels(Run& run) {
   line << "conv kernels (--conv-kernel "
        << kernels::conv_kernel_value(run.config.model.conv_kernels) << "): " << table.rows.size()
        << " passes";
-  if (measured) line << ", " << measured << " measured in " << table.measure_seconds << " s";
+  if (measured) {
+    line << ", " << measured << " measured in " << table.measure_seconds << " s";
+    if (table.ranks > 1) line << " on " << table.ranks << " ranks at once (their medians)";
+  }
   if (cached) line << ", " << cached << " from the cache " << run.config.model.conv_kernels.cache;
   line << ";";
   for (const auto& [name, count] : counts) line << " " << name << " x" << count;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""--conv-kernel end to end, 2 ranks: `measure` times every candidate (the table printed with
---verbose and written to result.json, each row's choice the fastest of its times) and writes the
-cache; `cached` then takes every choice from it without measuring and gives a bitwise identical
+"""--conv-kernel end to end, 2 ranks: `measure` times every candidate on both ranks at once (the
+table pools their times, is printed with --verbose and written to result.json, each row's choice
+the fastest of its times) and writes the cache; `cached` then takes every choice from it without measuring and gives a bitwise identical
 run (same weights checksum); a flipped byte in the cache is refused naming the file and measured
 again; a forced candidate runs wherever it fits; an unknown name is refused naming the option."""
 import json
@@ -35,6 +35,10 @@ def main():
               f"{r['shape']} {r['pass']}: chose {r['chosen']}, the fastest of its timings")
     check(proc.stdout.count("(measured)") == len(measured),
           "--verbose prints one table line per measured row")
+    check(json.load(open(first))["conv_kernels"]["ranks"] == 2,
+          "both ranks measured; the table pools their times")
+    check("on 2 ranks at once (their medians)" in proc.stdout,
+          "the start-up line says the table pools both ranks' measurements")
     check(os.path.exists(cache), "the cache file is written")
 
     second = os.path.join(work, "cached.json")

@@ -329,6 +329,101 @@ TEST_CASE("the conv kernel table survives JSON", "[engine][conv]") {
                     Catch::Contains("rank 0's table"));
 }
 
+TEST_CASE("the ranks' tables pooled: each candidate's median over the ranks, the fastest chosen",
+          "[engine][conv]") {
+  // Row 0 measured on three ranks; rank 0 alone would take gemm_openblas, the medians direct.
+  std::vector<ConvChoiceTable> ranks(3, planted_table());
+  ranks[0].rows[0].timings = {{"direct_avx512", 0.5, 3}, {"gemm_openblas", 0.25, 3}};
+  ranks[1].rows[0].timings = {{"direct_avx512", 0.2, 3}, {"gemm_openblas", 0.3, 2}};
+  ranks[2].rows[0].timings = {{"direct_avx512", 0.21, 3}, {"gemm_openblas", 0.24, 3}};
+  // Row 1: rank 2 did not run gemm_openblas (its floor, 0.01, counts as a time below its own).
+  ranks[0].rows[1].timings = {{"gemm_openblas", 0.125, 3}, {"gemm_openblas_per_thread", 0.0625, 3}};
+  ranks[1].rows[1].timings = {{"gemm_openblas", 0.05, 3}, {"gemm_openblas_per_thread", 0.0625, 3}};
+  ranks[2].rows[1].timings = {{"gemm_openblas", 0.01, 0}, {"gemm_openblas_per_thread", 0.07, 3}};
+  // Row 2: forced, as rank 0 planned it.
+  for (ConvChoiceTable& t : ranks) {
+    t.rows[2].timings.clear();
+    t.rows[2].chosen = "gemm_openblas";
+    t.rows[2].source = ConvChoiceSource::kForced;
+  }
+  ranks[0].rows[0].round_trip_ns[0] = 111;
+  ranks[1].rows[0].round_trip_ns[0] = 222;
+  ranks[0].measure_seconds = 1.0, ranks[1].measure_seconds = 3.0, ranks[2].measure_seconds = 2.0;
+  const ConvChoiceTable pooled = kernels::pool_conv_tables(ranks);
+  CHECK(pooled.ranks == 3);
+  CHECK(pooled.measure_seconds == 3.0);
+  REQUIRE(pooled.rows.size() == 3);
+  REQUIRE(pooled.rows[0].timings.size() == 2);
+  CHECK(pooled.rows[0].timings[0].seconds == 0.21);
+  CHECK(pooled.rows[0].timings[1].seconds == 0.25);
+  CHECK(pooled.rows[0].timings[0].calls == 9);
+  CHECK(pooled.rows[0].timings[1].calls == 8);
+  CHECK(pooled.rows[0].chosen == "direct_avx512");
+  CHECK(pooled.rows[0].round_trip_ns[0] == 111);     // rank 0's readings
+  CHECK(pooled.rows[1].timings[0].seconds == 0.05);  // median of 0.125, 0.05 and the floor 0.01
+  CHECK(pooled.rows[1].timings[0].calls == 6);
+  CHECK(pooled.rows[1].timings[1].seconds == 0.0625);
+  CHECK(pooled.rows[1].chosen == "gemm_openblas");
+  CHECK(pooled.rows[2].chosen == "gemm_openblas");
+  CHECK(pooled.rows[2].source == ConvChoiceSource::kForced);
+  CHECK(pooled.rows[2].timings.empty());
+
+  // Two ranks: the mean of the two; a candidate one rank lacks is left out.
+  std::vector<ConvChoiceTable> two(ranks.begin(), ranks.begin() + 2);
+  two[1].rows[0].timings = {{"gemm_openblas", 0.3, 2}};
+  const ConvChoiceTable pair = kernels::pool_conv_tables(two);
+  CHECK(pair.ranks == 2);
+  REQUIRE(pair.rows[0].timings.size() == 1);
+  CHECK(pair.rows[0].timings[0].candidate == "gemm_openblas");
+  CHECK(pair.rows[0].timings[0].seconds == Approx(0.275).epsilon(1e-12));
+  CHECK(pair.rows[0].chosen == "gemm_openblas");
+  CHECK(pair.rows[1].timings[0].seconds == Approx(0.0875).epsilon(1e-12));
+  CHECK(pair.rows[1].chosen == "gemm_openblas_per_thread");
+
+  // One rank: its own table.
+  const ConvChoiceTable one = kernels::pool_conv_tables({ranks[0]});
+  CHECK(one.ranks == 1);
+  CHECK(one.rows[0].chosen == "gemm_openblas");
+
+  // Tables that do not hold the same rows are refused, naming the row.
+  std::vector<ConvChoiceTable> unlike = ranks;
+  unlike[2].rows[1].shape.g.K = 32;
+  CHECK_THROWS_WITH(kernels::pool_conv_tables(unlike),
+                    Catch::Contains("differ at row 1") && Catch::Contains("backward_weights"));
+  unlike = ranks;
+  unlike[1].rows.pop_back();
+  CHECK_THROWS_AS(kernels::pool_conv_tables(unlike), ShapeError);
+  unlike = ranks;
+  unlike[1].rows[0].timings = {{"onednn", 0.1, 3}};
+  CHECK_THROWS_WITH(kernels::pool_conv_tables(unlike),
+                    Catch::Contains("no candidate ran on every rank"));
+  CHECK_THROWS_AS(kernels::pool_conv_tables({}), ShapeError);
+
+  // The count survives JSON; a table without it (written before) reads as one rank.
+  CHECK(kernels::conv_choices_from_json(kernels::conv_choices_to_json(pooled), "t").ranks == 3);
+  std::string text = kernels::conv_choices_to_json(ranks[0]);
+  const size_t at = text.find("\"ranks\":1,");
+  REQUIRE(at != std::string::npos);
+  text.erase(at, std::strlen("\"ranks\":1,"));
+  CHECK(kernels::conv_choices_from_json(text, "t").ranks == 1);
+}
+
+TEST_CASE("a planned row to be measured survives JSON without a choice; a measured one needs one",
+          "[engine][conv]") {
+  ConvChoiceTable plan = planted_table();
+  plan.rows[0].timings.clear();
+  plan.rows[0].chosen.clear();
+  CHECK(kernels::conv_rows_to_measure(plan) == 1);
+  const ConvChoiceTable back =
+      kernels::conv_choices_from_json(kernels::conv_choices_to_json(plan), "plan");
+  CHECK(kernels::conv_rows_to_measure(back) == 1);
+  CHECK(back.rows[0].chosen.empty());
+  ConvChoiceTable bad = planted_table();
+  bad.rows[1].chosen.clear();  // timed, yet no choice
+  CHECK_THROWS_WITH(kernels::conv_choices_from_json(kernels::conv_choices_to_json(bad), "rank 1"),
+                    Catch::Contains("rank 1") && Catch::Contains("unknown conv kernel ''"));
+}
+
 TEST_CASE("the conv kernel cache: written, read back, refused by name when damaged or foreign",
           "[engine][conv]") {
   testing::TempDir dir("conv-cache");

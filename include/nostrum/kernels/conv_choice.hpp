@@ -66,12 +66,25 @@ struct ConvChoiceTable {
   int threads = 1;
   std::vector<ConvChoice> rows;
   double measure_seconds = 0;  // wall time spent measuring (0 when everything came from a cache)
+  int ranks = 1;  // how many processes measured the measured rows at once (pool_conv_tables)
   const ConvChoice* find(const ConvPassShape& shape) const;  // nullptr when absent
 };
 
 // The chooser: the index of the smallest time of a candidate that ran (calls > 0); on a tie the
 // earliest (the registry's order, which measure_conv_pass keeps). Throws ShapeError when none ran.
 size_t fastest_timing(const std::vector<ConvTiming>& timings);
+
+// The same rows measured by every rank of a run at once (each on its own pool, all under the run's
+// load), pooled into the table every rank then runs: in each measured row, each candidate's time
+// the median over the ranks of its time there (a candidate one rank did not run enters at its
+// floor, a bound below its time; of an even count, the mean of the middle two), its calls summed,
+// the choice the fastest pooled time (fastest_timing). A candidate missing from some rank's row
+// (a rank whose CPU cannot run it) is left out, so the choice runs on every rank. The other rows,
+// the round trips and the precision are the first table's; measure_seconds the longest; ranks the
+// count. A process's speed moves from one process to the next by more than near-tied candidates
+// differ (src/kernels/README.md, Near-ties); the ranks are such processes. Throws ShapeError
+// when the tables do not hold the same rows in the same order, or a row's candidates share none.
+ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank);
 
 struct ConvMeasureOptions {
   int calls = 3;  // calls per candidate (the median is kept); the first is also its warm-up

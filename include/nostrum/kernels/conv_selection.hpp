@@ -43,7 +43,28 @@ std::string conv_request_amx_obstacle(const ConvKernelRequest& request);
 // Every candidate's name and description, one line each (for --help).
 std::string conv_kernel_help();
 
-// The table for these shapes at `threads` threads (the calling thread's pool must have them).
+// The table in three steps, which a multi-rank run takes apart (src/train/setup.cpp): rank 0
+// plans, every rank measures the planned rows at once, rank 0 pools their tables
+// (pool_conv_tables) and keeps the result in the cache.
+//
+// plan_conv_kernels: the rows the fixed rule, the forced candidate or the cache give (notes and
+// errors as select_conv_kernels'), the others to be measured (source measured, no timings, no
+// choice yet).
+ConvChoiceTable plan_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
+                                  int threads, const ConvKernelRequest& request,
+                                  std::vector<std::string>* notes);
+int conv_rows_to_measure(const ConvChoiceTable& table);
+// Times the rows to be measured (measure_conv_pass, on the calling thread's pool), each row's
+// choice its fastest; measure_seconds the wall time. idle_memory: as select_conv_kernels'.
+void measure_planned_conv_rows(ConvChoiceTable& table, const ConvMeasureOptions& options,
+                               float* idle_memory = nullptr, size_t idle_floats = 0);
+// The measured rows written to the request's cache, where it names one (a failure to write is a
+// note: the choice is used, not kept).
+void keep_conv_choices(const ConvChoiceTable& table, const ConvKernelRequest& request,
+                       std::vector<std::string>* notes);
+
+// The three steps in one process: the table for these shapes at `threads` threads (the calling
+// thread's pool must have them).
 // Messages for the user (a refused cache file, a forced candidate that does not fit some shapes)
 // are appended to *notes. Throws OptionError when a forced candidate cannot run on this CPU or in
 // this precision at all. idle_memory, idle_floats: memory the measurement may borrow for its
