@@ -112,7 +112,45 @@ ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
     row.timings = timings;
     row.chosen = row.timings[fastest_timing(row.timings)].candidate;
   }
+  // Each rank's own time for the pooled choices, over the rows where every rank ran the choice.
+  if (per_rank.size() > 1) {
+    pooled.rank_seconds.assign(per_rank.size(), 0.0);
+    for (size_t r = 0; r < pooled.rows.size(); ++r) {
+      const ConvChoice& row = pooled.rows[r];
+      if (row.source != ConvChoiceSource::kMeasured) continue;
+      std::vector<double> mine(per_rank.size(), -1.0);
+      for (size_t k = 0; k < per_rank.size(); ++k)
+        for (const ConvTiming& t : per_rank[k].rows[r].timings)
+          if (t.candidate == row.chosen && t.calls > 0) mine[k] = t.seconds;
+      if (std::find(mine.begin(), mine.end(), -1.0) != mine.end()) continue;
+      for (size_t k = 0; k < per_rank.size(); ++k) pooled.rank_seconds[k] += mine[k];
+    }
+  }
   return pooled;
+}
+
+std::string slow_rank_note(const ConvChoiceTable& table, double ratio) {
+  if (table.rank_seconds.size() < 2) return "";
+  std::vector<double> sorted = table.rank_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  if (!(median > 0.0)) return "";
+  std::string slow;
+  for (size_t k = 0; k < n; ++k) {
+    if (table.rank_seconds[k] <= ratio * median) continue;
+    char text[96];
+    std::snprintf(text, sizeof text, "%s rank %zu %.3g s (%.2fx)", slow.empty() ? "" : ",", k,
+                  table.rank_seconds[k], table.rank_seconds[k] / median);
+    slow += text;
+  }
+  if (slow.empty()) return "";
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3g s", median);
+  return std::string("the chosen conv kernels ran slower on some ranks than on the median rank (") +
+         text + "):" + slow +
+         "; a slower core or node (its clock, another job, its binding: the binding table names its"
+         " host and cores) holds back every synchronous step";
 }
 
 namespace {
@@ -438,11 +476,9 @@ std::string conv_choices_to_json(const ConvChoiceTable& table) {
              {"source", conv_choice_source_name(row.source)},
              {"round_trip_ns", Json::array({row.round_trip_ns[0], row.round_trip_ns[1]})}});
   }
-  const Json j{{"precision", precision_name(table.precision)},
-               {"threads", table.threads},
-               {"measure_seconds", table.measure_seconds},
-               {"ranks", table.ranks},
-               {"rows", rows}};
+  const Json j{{"precision", precision_name(table.precision)}, {"threads", table.threads},
+               {"measure_seconds", table.measure_seconds},     {"ranks", table.ranks},
+               {"rank_seconds", table.rank_seconds},           {"rows", rows}};
   return j.dump();
 }
 
@@ -454,6 +490,8 @@ ConvChoiceTable conv_choices_from_json(const std::string& text, const std::strin
     table.threads = j.at("threads").get<int>();
     table.measure_seconds = j.at("measure_seconds").get<double>();
     table.ranks = j.value("ranks", 1);  // absent from tables written before ranks pooled
+    if (j.contains("rank_seconds"))
+      table.rank_seconds = j.at("rank_seconds").get<std::vector<double>>();
     NOSTRUM_CHECK(table.ranks >= 1, ShapeError,
                   "malformed conv kernel table: ranks " + std::to_string(table.ranks), what);
     for (const Json& r : j.at("rows")) {

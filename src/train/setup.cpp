@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <sstream>
 
@@ -102,6 +103,9 @@ void open_data(Run& run) {
 // rank 0 pools the ranks' times (kernels::pool_conv_tables: each candidate's median over the
 // ranks) and keeps the result in its cache; every rank takes that table, so all ranks run the same
 // kernels. An error on any rank is every rank's.
+// A rank slower than this times the median rank at the measured conv kernels is named in a note.
+constexpr double kSlowRankRatio = 1.25;
+
 void choose_conv_kernels(Run& run) {
   model::Model& net = *run.model;
   const kernels::Precision precision = run.config.model.config.precision;
@@ -148,6 +152,8 @@ void choose_conv_kernels(Run& run) {
           }
           const kernels::ConvChoiceTable pooled = kernels::pool_conv_tables(tables);
           kernels::keep_conv_choices(pooled, request, &lines);
+          const std::string slow = kernels::slow_rank_note(pooled, kSlowRankRatio);
+          if (!slow.empty()) lines.push_back(slow);
           return kernels::conv_choices_to_json(pooled);
         },
         "rank 0's conv kernel table");
@@ -175,7 +181,10 @@ void choose_conv_kernels(Run& run) {
        << kernels::conv_kernel_value(run.config.model.conv_kernels) << "): " << table.rows.size()
        << " passes";
   if (measured) {
-    line << ", " << measured << " measured in " << table.measure_seconds << " s";
+    char seconds[32];  // 2 significant digits, whole seconds from 10 s
+    std::snprintf(seconds, sizeof seconds, table.measure_seconds < 10 ? "%.2g" : "%.0f",
+                  table.measure_seconds);
+    line << ", " << measured << " measured in " << seconds << " s";
     if (table.ranks > 1) line << " on " << table.ranks << " ranks at once (their medians)";
   }
   if (cached) line << ", " << cached << " from the cache " << run.config.model.conv_kernels.cache;

@@ -35,8 +35,10 @@ def main():
               f"{r['shape']} {r['pass']}: chose {r['chosen']}, the fastest of its timings")
     check(proc.stdout.count("(measured)") == len(measured),
           "--verbose prints one table line per measured row")
-    check(json.load(open(first))["conv_kernels"]["ranks"] == 2,
-          "both ranks measured; the table pools their times")
+    table = json.load(open(first))["conv_kernels"]
+    check(table["ranks"] == 2, "both ranks measured; the table pools their times")
+    check(len(table["rank_seconds"]) == 2 and all(s > 0 for s in table["rank_seconds"]),
+          f"each rank's own time for the pooled choices: {table['rank_seconds']}")
     check("on 2 ranks at once (their medians)" in proc.stdout,
           "the start-up line says the table pools both ranks' measurements")
     check(os.path.exists(cache), "the cache file is written")

@@ -367,6 +367,15 @@ TEST_CASE("the ranks' tables pooled: each candidate's median over the ranks, the
   CHECK(pooled.rows[2].chosen == "gemm_openblas");
   CHECK(pooled.rows[2].source == ConvChoiceSource::kForced);
   CHECK(pooled.rows[2].timings.empty());
+  // Each rank's own time for the pooled choices: row 0 only (rank 2 did not run row 1's choice;
+  // row 2 was not measured).
+  CHECK(pooled.rank_seconds == std::vector<double>{0.5, 0.2, 0.21});
+  CHECK_THAT(
+      kernels::slow_rank_note(pooled, 1.25),
+      Catch::StartsWith("the chosen conv kernels ran slower on some ranks than on the median "
+                        "rank (0.21 s): rank 0 0.5 s (2.38x);") &&
+          Catch::Contains("holds back every synchronous step"));
+  CHECK(kernels::slow_rank_note(pooled, 2.5).empty());
 
   // Two ranks: the mean of the two; a candidate one rank lacks is left out.
   std::vector<ConvChoiceTable> two(ranks.begin(), ranks.begin() + 2);
@@ -379,11 +388,17 @@ TEST_CASE("the ranks' tables pooled: each candidate's median over the ranks, the
   CHECK(pair.rows[0].chosen == "gemm_openblas");
   CHECK(pair.rows[1].timings[0].seconds == Approx(0.0875).epsilon(1e-12));
   CHECK(pair.rows[1].chosen == "gemm_openblas_per_thread");
+  REQUIRE(pair.rank_seconds.size() == 2);
+  CHECK(pair.rank_seconds[0] == Approx(0.3125).epsilon(1e-12));
+  CHECK(pair.rank_seconds[1] == Approx(0.3625).epsilon(1e-12));
+  CHECK(kernels::slow_rank_note(pair, 1.25).empty());
 
   // One rank: its own table.
   const ConvChoiceTable one = kernels::pool_conv_tables({ranks[0]});
   CHECK(one.ranks == 1);
   CHECK(one.rows[0].chosen == "gemm_openblas");
+  CHECK(one.rank_seconds.empty());
+  CHECK(kernels::slow_rank_note(one, 1.0).empty());
 
   // Tables that do not hold the same rows are refused, naming the row.
   std::vector<ConvChoiceTable> unlike = ranks;
@@ -400,11 +415,15 @@ TEST_CASE("the ranks' tables pooled: each candidate's median over the ranks, the
   CHECK_THROWS_AS(kernels::pool_conv_tables({}), ShapeError);
 
   // The count survives JSON; a table without it (written before) reads as one rank.
-  CHECK(kernels::conv_choices_from_json(kernels::conv_choices_to_json(pooled), "t").ranks == 3);
+  const ConvChoiceTable pooled_back =
+      kernels::conv_choices_from_json(kernels::conv_choices_to_json(pooled), "t");
+  CHECK(pooled_back.ranks == 3);
+  CHECK(pooled_back.rank_seconds == pooled.rank_seconds);
   std::string text = kernels::conv_choices_to_json(ranks[0]);
-  const size_t at = text.find("\"ranks\":1,");
+  const std::string added = "\"ranks\":1,\"rank_seconds\":[],";
+  const size_t at = text.find(added);
   REQUIRE(at != std::string::npos);
-  text.erase(at, std::strlen("\"ranks\":1,"));
+  text.erase(at, added.size());
   CHECK(kernels::conv_choices_from_json(text, "t").ranks == 1);
 }
 

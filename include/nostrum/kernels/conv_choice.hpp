@@ -67,6 +67,9 @@ struct ConvChoiceTable {
   std::vector<ConvChoice> rows;
   double measure_seconds = 0;  // wall time spent measuring (0 when everything came from a cache)
   int ranks = 1;  // how many processes measured the measured rows at once (pool_conv_tables)
+  // Pooled tables of more than one rank: each rank's own time for the pooled choices, summed
+  // over the measured rows where every rank ran the chosen candidate (empty otherwise).
+  std::vector<double> rank_seconds;
   const ConvChoice* find(const ConvPassShape& shape) const;  // nullptr when absent
 };
 
@@ -85,6 +88,12 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 // differ (src/kernels/README.md, Near-ties); the ranks are such processes. Throws ShapeError
 // when the tables do not hold the same rows in the same order, or a row's candidates share none.
 ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank);
+
+// A note naming every rank whose rank_seconds exceed `ratio` times the median rank's, with its
+// time and ratio ("" when none does, or the table pools fewer than two ranks): the step of a
+// data-parallel run waits for its slowest rank, and the measurement has just timed each rank on
+// the same work.
+std::string slow_rank_note(const ConvChoiceTable& table, double ratio);
 
 struct ConvMeasureOptions {
   int calls = 3;  // calls per candidate (the median is kept); the first is also its warm-up
