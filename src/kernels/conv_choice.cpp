@@ -130,27 +130,25 @@ ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
 }
 
 std::string slow_rank_note(const ConvChoiceTable& table, double ratio) {
-  if (table.rank_seconds.size() < 2) return "";
-  std::vector<double> sorted = table.rank_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  if (!(median > 0.0)) return "";
+  const std::vector<double>& seconds = table.rank_seconds;
   std::string slow;
-  for (size_t k = 0; k < n; ++k) {
-    if (table.rank_seconds[k] <= ratio * median) continue;
-    char text[96];
-    std::snprintf(text, sizeof text, "%s rank %zu %.3g s (%.2fx)", slow.empty() ? "" : ",", k,
-                  table.rank_seconds[k], table.rank_seconds[k] / median);
+  for (size_t k = 0; k < seconds.size() && seconds.size() > 1; ++k) {
+    std::vector<double> others;  // the median of the other ranks: with two ranks, the other one
+    for (size_t o = 0; o < seconds.size(); ++o)
+      if (o != k) others.push_back(seconds[o]);
+    std::sort(others.begin(), others.end());
+    const size_t n = others.size();
+    const double median = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+    if (!(median > 0.0) || seconds[k] <= ratio * median) continue;
+    char text[128];
+    std::snprintf(text, sizeof text, "%s rank %zu %.3g s, %.2fx the others' median %.3g s",
+                  slow.empty() ? "" : ";", k, seconds[k], seconds[k] / median, median);
     slow += text;
   }
   if (slow.empty()) return "";
-  char text[96];
-  std::snprintf(text, sizeof text, "%.3g s", median);
-  return std::string("the chosen conv kernels ran slower on some ranks than on the median rank (") +
-         text + "):" + slow +
-         "; a slower core or node (its clock, another job, its binding: the binding table names its"
-         " host and cores) holds back every synchronous step";
+  return "the chosen conv kernels ran slower on some ranks than on the others:" + slow +
+         " (a slower core or node, from its clock, another job or its binding, holds back every "
+         "synchronous step; the binding table names its host and cores)";
 }
 
 namespace {

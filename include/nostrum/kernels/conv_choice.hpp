@@ -89,10 +89,10 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 // when the tables do not hold the same rows in the same order, or a row's candidates share none.
 ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank);
 
-// A note naming every rank whose rank_seconds exceed `ratio` times the median rank's, with its
-// time and ratio ("" when none does, or the table pools fewer than two ranks): the step of a
-// data-parallel run waits for its slowest rank, and the measurement has just timed each rank on
-// the same work.
+// A note naming every rank whose rank_seconds exceed `ratio` times the median of the other ranks'
+// (with two ranks, the other's), with its time and ratio ("" when none does, or the table pools
+// fewer than two ranks): the step of a data-parallel run waits for its slowest rank, and the
+// measurement has just timed each rank on the same work.
 std::string slow_rank_note(const ConvChoiceTable& table, double ratio);
 
 struct ConvMeasureOptions {
