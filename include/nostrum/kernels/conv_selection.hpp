@@ -53,6 +53,7 @@ std::string conv_kernel_help();
 ConvChoiceTable plan_conv_kernels(const std::vector<ConvPassShape>& shapes, Precision precision,
                                   int threads, const ConvKernelRequest& request,
                                   std::vector<std::string>* notes);
+// How many of the table's rows are still to be measured (as plan_conv_kernels leaves them).
 int conv_rows_to_measure(const ConvChoiceTable& table);
 // Times the rows to be measured (measure_conv_pass, on the calling thread's pool), each row's
 // choice its fastest; measure_seconds the wall time. idle_memory: as select_conv_kernels'.
