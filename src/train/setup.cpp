@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <sstream>
 
@@ -98,14 +99,17 @@ void open_data(Run& run) {
                 "--batch-size", "use a smaller batch or fewer ranks");
 }
 
+// A rank slower at the measured conv kernels than this times the median of the other ranks is
+// named in a note (kernels::slow_rank_note; quiet ranks read 1.00-1.11x apart on the AMD EPYC Zen
+// 5, tools/bench/results/conv_slow_rank_2026-12-07_zen5.txt).
+constexpr double kSlowRankRatio = 1.25;
+
 // Each conv pass's kernel (--conv-kernel): rank 0 plans (the fixed rule, a forced candidate, its
 // cache); every rank measures the passes left at once, on its own pool and under the run's load;
 // rank 0 pools the ranks' times (kernels::pool_conv_tables: each candidate's median over the
 // ranks) and keeps the result in its cache; every rank takes that table, so all ranks run the same
-// kernels. An error on any rank is every rank's.
-// A rank slower than this times the median rank at the measured conv kernels is named in a note.
-constexpr double kSlowRankRatio = 1.25;
-
+// kernels. An error on any rank (an allocation that failed included) is every rank's: no rank is
+// left waiting in a collective the others never reach.
 void choose_conv_kernels(Run& run) {
   model::Model& net = *run.model;
   const kernels::Precision precision = run.config.model.config.precision;
@@ -118,7 +122,7 @@ void choose_conv_kernels(Run& run) {
     if (root) {
       try {
         text = make();
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         text = std::string("!") + e.what();
       }
     }
@@ -138,7 +142,7 @@ void choose_conv_kernels(Run& run) {
       kernels::measure_planned_conv_rows(table, request.measure, net.activation_memory(),
                                          net.activation_memory_floats());
       mine = kernels::conv_choices_to_json(table);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       mine = "!rank " + std::to_string(run.world.rank()) + ": " + e.what();
     }
     const std::vector<std::string> all = run.world.gather_strings(mine, 0);

@@ -3,12 +3,14 @@
 table pools their times, is printed with --verbose and written to result.json, each row's choice
 the fastest of its times) and writes the cache; `cached` then takes every choice from it without measuring and gives a bitwise identical
 run (same weights checksum); a flipped byte in the cache is refused naming the file and measured
-again; a forced candidate runs wherever it fits; an unknown name is refused naming the option."""
+again; a forced candidate runs wherever it fits; ranks of two ISAs (one capped at AVX2) pool a table of
+the candidates both can run; an unknown name is refused naming the option."""
 import json
 import os
+import subprocess
 import tempfile
 
-from e2e_common import check, fmnist_subset, mpirun
+from e2e_common import ROOT, check, fmnist_subset, mpirun, scaled, train_binary
 
 
 def rows(result_path):
@@ -70,6 +72,28 @@ def main():
     check(proc.returncode == 2, "a forced candidate runs")
     check(all(r["chosen"] == "gemm_openblas" and r["source"] == "forced" for r in rows(forced)),
           "gemm_openblas runs every pass (it fits every shape)")
+
+    # Ranks whose CPUs differ (rank 1 capped at AVX2, as a node with an older CPU would be): every
+    # rank measures, and the pooled table keeps only the candidates every rank can run.
+    avx512_only = {"direct_avx512", "gemm_fp32_avx512", "gemm_fp32_avx512_per_thread"}
+    if "avx512f" in open("/proc/cpuinfo").read().split():
+        check(any(t["candidate"] in avx512_only for r in measured for t in r["timings"]),
+              "on this AVX-512 CPU, uncapped ranks measure the AVX-512 candidates")
+    mixed = os.path.join(work, "mixed.json")
+    args = [("none" if a == cache else a) for a in common]
+    args += ["--conv-kernel", "measure", "--result-json", mixed]
+    cmd = ([os.path.join(ROOT, "tools", "mpirun"), "-n", "1", train_binary()] + args +
+           [":", "-n", "1", "-x", "NOSTRUM_MAX_ISA=avx2", train_binary()] + args)
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(600))
+    print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n", flush=True)
+    check(proc.returncode == 2, f"ranks of two ISAs train (exit 2, got {proc.returncode})")
+    table = json.load(open(mixed))["conv_kernels"]
+    check(table["ranks"] == 2, "both ranks measured")
+    names = {t["candidate"] for r in table["rows"] for t in r["timings"]} | \
+        {r["chosen"] for r in table["rows"]}
+    check(not names & avx512_only,
+          f"the pooled table holds only candidates the AVX2 rank can run: {sorted(names)}")
 
     proc = mpirun(1, common + ["--conv-kernel", "fastest-please"])
     check(proc.returncode == 1 and "--conv-kernel" in proc.stderr + proc.stdout,
