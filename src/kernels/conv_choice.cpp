@@ -92,14 +92,19 @@ ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
     for (const ConvTiming& mine : row.timings) {
       std::vector<double> seconds;
       int calls = 0;
+      bool every_rank_ran = true;
       for (const ConvChoiceTable& t : per_rank)
         for (const ConvTiming& theirs : t.rows[r].timings)
           if (theirs.candidate == mine.candidate) {
             seconds.push_back(theirs.seconds);
             calls += theirs.calls;
+            every_rank_ran = every_rank_ran && theirs.calls > 0;
             break;
           }
       if (seconds.size() < per_rank.size()) continue;  // some rank cannot run it
+      // Not run on some rank (its floor alone over the cutoff there): that rank proved it cannot
+      // win, so it is not chosen (calls 0), whatever the others' times.
+      if (!every_rank_ran) calls = 0;
       std::sort(seconds.begin(), seconds.end());
       const size_t n = seconds.size();
       timings.push_back(
@@ -112,18 +117,15 @@ ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
     row.timings = timings;
     row.chosen = row.timings[fastest_timing(row.timings)].candidate;
   }
-  // Each rank's own time for the pooled choices, over the rows where every rank ran the choice.
+  // Each rank's own time for the pooled choices (every rank ran each of them).
   if (per_rank.size() > 1) {
     pooled.rank_seconds.assign(per_rank.size(), 0.0);
     for (size_t r = 0; r < pooled.rows.size(); ++r) {
       const ConvChoice& row = pooled.rows[r];
       if (row.source != ConvChoiceSource::kMeasured) continue;
-      std::vector<double> mine(per_rank.size(), -1.0);
       for (size_t k = 0; k < per_rank.size(); ++k)
         for (const ConvTiming& t : per_rank[k].rows[r].timings)
-          if (t.candidate == row.chosen && t.calls > 0) mine[k] = t.seconds;
-      if (std::find(mine.begin(), mine.end(), -1.0) != mine.end()) continue;
-      for (size_t k = 0; k < per_rank.size(); ++k) pooled.rank_seconds[k] += mine[k];
+          if (t.candidate == row.chosen) pooled.rank_seconds[k] += t.seconds;
     }
   }
   return pooled;

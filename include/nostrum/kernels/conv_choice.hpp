@@ -68,7 +68,7 @@ struct ConvChoiceTable {
   double measure_seconds = 0;  // wall time spent measuring (0 when everything came from a cache)
   int ranks = 1;  // how many processes measured the measured rows at once (pool_conv_tables)
   // Pooled tables of more than one rank: each rank's own time for the pooled choices, summed
-  // over the measured rows where every rank ran the chosen candidate (empty otherwise).
+  // over the measured rows (every rank ran each choice; empty for one rank).
   std::vector<double> rank_seconds;
   const ConvChoice* find(const ConvPassShape& shape) const;  // nullptr when absent
 };
@@ -79,9 +79,10 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 
 // The same rows measured by every rank of a run at once (each on its own pool, all under the run's
 // load), pooled into the table every rank then runs: in each measured row, each candidate's time
-// the median over the ranks of its time there (a candidate one rank did not run enters at its
-// floor, a bound below its time; of an even count, the mean of the middle two), its calls summed,
-// the choice the fastest pooled time (fastest_timing). A candidate missing from some rank's row
+// the median over the ranks of its time there (of an even count, the mean of the middle two), its
+// calls summed, the choice the fastest pooled time (fastest_timing). A candidate some rank did not
+// run (its floor alone over the cutoff there: that rank proved it cannot win) enters the median at
+// its floor and is not chosen (its calls 0). A candidate missing from some rank's row
 // (a rank whose CPU cannot run it) is left out, so the choice runs on every rank. The other rows,
 // the round trips and the precision are the first table's; measure_seconds the longest; ranks the
 // count. A process's speed moves from one process to the next by more than near-tied candidates
