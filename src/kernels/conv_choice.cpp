@@ -69,6 +69,17 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings) {
   return best;
 }
 
+namespace {
+
+// The median of values (not empty), of an even count the mean of the middle two.
+double median_of_values(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
 ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
   NOSTRUM_CHECK(!per_rank.empty(), ShapeError, "no table to pool", "conv kernel choice");
   ConvChoiceTable pooled = per_rank[0];
@@ -105,11 +116,7 @@ ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank) {
       // Not run on some rank (its floor alone over the cutoff there): that rank proved it cannot
       // win, so it is not chosen (calls 0), whatever the others' times.
       if (!every_rank_ran) calls = 0;
-      std::sort(seconds.begin(), seconds.end());
-      const size_t n = seconds.size();
-      timings.push_back(
-          ConvTiming{mine.candidate,
-                     n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]), calls});
+      timings.push_back(ConvTiming{mine.candidate, median_of_values(seconds), calls});
     }
     NOSTRUM_CHECK(std::any_of(timings.begin(), timings.end(),
                               [](const ConvTiming& t) { return t.calls > 0; }),
@@ -138,9 +145,7 @@ std::string slow_rank_note(const ConvChoiceTable& table, double ratio) {
     std::vector<double> others;  // the median of the other ranks: with two ranks, the other one
     for (size_t o = 0; o < seconds.size(); ++o)
       if (o != k) others.push_back(seconds[o]);
-    std::sort(others.begin(), others.end());
-    const size_t n = others.size();
-    const double median = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+    const double median = median_of_values(others);
     if (!(median > 0.0) || seconds[k] <= ratio * median) continue;
     char text[128];
     std::snprintf(text, sizeof text, "%s rank %zu %.3g s, %.2fx the others' median %.3g s",
