@@ -88,6 +88,16 @@ class PoolTest(unittest.TestCase):
                   {self.KEY: row({"a": 1.1}, floors={"c": 2.5})}]
         self.assertEqual(pool_tables(tables)[self.KEY][1], {"a": 1.1, "c": 3.0})
 
+    def test_a_candidate_not_run_everywhere_is_not_chosen(self):
+        # As nostrum's pool_conv_tables: c's pooled time is the fastest only through a floor, a
+        # bound below its time; one measurement showed it cannot win.
+        tables = [{self.KEY: row({"a": 2.0}, floors={"c": 1.5})},
+                  {self.KEY: row({"a": 2.2, "c": 1.0})},
+                  {self.KEY: row({"a": 2.1, "c": 1.2})}]
+        chosen, times = pool_tables(tables)[self.KEY][:2]
+        self.assertEqual(times, {"a": 2.1, "c": 1.2})
+        self.assertEqual(chosen, "a")
+
     def test_different_passes_refused(self):
         with self.assertRaises(SystemExit):
             pool_tables([{self.KEY: row({"a": 1.0})}, {(SHAPE, "backward_data"): row({"a": 1.0})}])

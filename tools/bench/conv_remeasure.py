@@ -1,26 +1,29 @@
 #!/usr/bin/python3
 """Whether the measured conv kernel choice holds when measured again: measures the table of one
-model in 1 + N processes in a row (nostrum-bench --conv-kernel measure --conv-cache none --verbose),
-then, per shape and pass, times the first table's choice by the measurements after it against
-their fastest candidate. The issue's bar: the chosen kernel within 5 % of the fastest. With N = 1
-(the default) the second table is the judge; with N > 1, each candidate's median over the N
-tables (pool_tables), so that a near-tie is judged by more than one noisy reading; each of the N
-alone is also printed. A choice that a later measurement cut short (its time from fewer calls,
-marked *) counts as measured; one it did not run because its floor alone was over the cutoff (a
-bf16 run's fp32 candidate, printed `>X ms`) counts as missing the bar by at least that floor; one
-it did not list at all (not eligible there) is an error.
+model in K + N processes in a row (nostrum-bench --conv-kernel measure --conv-cache none --verbose),
+then, per shape and pass, times the first table's choice (with --first K > 1, the choice of the
+first K tables pooled by pool_tables, as nostrum-train pools its ranks' tables) by the N
+measurements after them against their fastest candidate. The issue's bar: the chosen kernel within
+5 % of the fastest. With N = 1 (the default) the next table is the judge; with N > 1, each
+candidate's median over the N tables (pool_tables), so that a near-tie is judged by more than one
+noisy reading; each of the N alone is also printed. A choice that a later measurement cut short
+(its time from fewer calls, marked *) counts as measured; one it did not run because its floor
+alone was over the cutoff (a bf16 run's fp32 candidate, printed `>X ms`) counts as missing the bar
+by at least that floor; one it did not list at all (not eligible there) is an error.
 
 Usage: tools/bench/conv_remeasure.py [--build build] --model M --image HxWxC --batch N
                                      [--threads 2] [--precision fp32|bf16] [--within 0.05]
-                                     [--again N]
+                                     [--first K] [--again N]
 Prints one line per pass that misses the bar, then a summary line and a JSON line:
-{"passes": P, "again": N, "within": K, "worst": r, "total": t, "one_state": Q,
-"one_state_within": L, "each_within": [K2, ...], "seconds": [s1, s2, ...], ...}; r = chosen /
-fastest - 1; t: the same for the sums over all passes (what the first table's choices cost the
-step's convolutions against the later fastest); Q: the passes whose round trips (before and after,
-every measurement) read one host state, L: of them within the bar; K2...: the bar against each
-later table alone. On a machine whose host moves its CPUs (a VM), a choice made in one state is
-not wrong for being slower in the other.
+{"passes": P, "first": K, "again": N, "within": W, "worst": r, "total": t, "one_state": Q,
+"one_state_within": L, "each_within": [W2, ...], "first_each_within": [W1, ...],
+"seconds": [s1, s2, ...], ...}; r = chosen / fastest - 1; t: the same for the sums over all passes
+(what the choices cost the step's convolutions against the judge's fastest); Q: the passes whose
+round trips (before and after, every measurement) read one host state, L: of them within the bar;
+W2...: the bar against each later table alone; W1...: with K > 1, each of the first K tables alone
+against the same judge (one process's choice beside the pooled one, on one host in one run). On a
+machine whose host moves its CPUs (a VM), a choice made in one state is not wrong for being slower
+in the other.
 """
 import argparse
 import json
@@ -118,7 +121,9 @@ def pool_tables(tables):
             if any(c in row[3] for row in rows):
                 cut.add(c)
         trips = [x for row in rows if row[4] for x in row[4]]
-        chosen = min(times, key=times.get)
+        # As nostrum's pool_conv_tables: a candidate some measurement did not run is not chosen.
+        ran_in_all = [c for c in times if all(c in row[1] for row in rows)]
+        chosen = min(ran_in_all or times, key=times.get)
         pooled[key] = (chosen, times, {}, cut, (min(trips), max(trips)) if trips else None)
     return pooled
 
@@ -175,38 +180,58 @@ def main():
     parser.add_argument("--within", type=float, default=0.05)
     parser.add_argument("--again", type=int, default=1,
                         help="measurements after the first, pooled (each candidate's median)")
+    parser.add_argument("--first", type=int, default=1,
+                        help="measurements whose pooled choice is judged (each candidate's median, "
+                             "as nostrum-train pools its ranks' tables); 1: one process's choice")
     args = parser.parse_args()
     if args.again < 1:
         parser.error(f"--again {args.again}: measure the table again at least once")
+    if args.first < 1:
+        parser.error(f"--first {args.first}: the choice needs at least one measurement")
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
-    first, r1 = measure(bench, args)
+    firsts = [measure(bench, args) for _ in range(args.first)]
+    first, r1 = pool_tables([table for table, _ in firsts]), firsts[0][1]
     again = [measure(bench, args) for _ in range(args.again)]
     each = [compare(first, table, args.within) for table, _ in again]
     if args.again > 1:
-        for k, c in enumerate(each, start=2):
+        for k, c in enumerate(each, start=args.first + 1):
             print(f"measurement {k}: {c['within']} of {len(first)} passes within "
                   f"{100 * args.within:.0f} % of its fastest; worst +{100 * c['worst']:.1f} %; all "
                   f"passes +{100 * (c['chosen_ms'] / c['fastest_ms'] - 1):.1f} %")
-    c = compare(first, pool_tables([table for table, _ in again]), args.within)
+    judge = pool_tables([table for table, _ in again])
+    c = compare(first, judge, args.within)
+    # With K > 1, each of the first K alone against the same judge: one process's choice, measured
+    # in the same run as the pooled one, so the two compare on one host.
+    alone = [compare(table, judge, args.within) for table, _ in firsts] if args.first > 1 else []
+    for k, a in enumerate(alone, start=1):
+        print(f"measurement {k} alone: {a['within']} of {len(first)} passes within "
+              f"{100 * args.within:.0f} % of the judge's fastest; "
+              f"worst +{100 * a['worst']:.1f} %; "
+              f"all passes +{100 * (a['chosen_ms'] / a['fastest_ms'] - 1):.1f} %")
     for line in c["misses"]:
         print(line)
-    seconds = [r1["conv_measure_seconds"]] + [r["conv_measure_seconds"] for _, r in again]
-    second = "second" if args.again == 1 else f"{args.again} after it (each candidate's median)"
-    print(f"{c['within']} of {len(first)} passes: the first measurement's choice within "
+    seconds = [r["conv_measure_seconds"] for _, r in firsts + again]
+    second = ("next measurement" if args.again == 1 else
+              f"{args.again} after (each candidate's median)")
+    chooser = ("the first measurement's choice" if args.first == 1 else
+               f"the pooled choice of the first {args.first} measurements")
+    print(f"{c['within']} of {len(first)} passes: {chooser} within "
           f"{100 * args.within:.0f} % of the {second}'s fastest; {c['changed']} chose differently; "
           f"worst +{100 * c['worst']:.1f} %; measurement " +
-          " and ".join(f"{s:.1f} s" for s in seconds) + "; all passes: the first's choices "
+          " and ".join(f"{s:.1f} s" for s in seconds) + "; all passes: the choices "
           f"{c['chosen_ms']:.1f} ms against the fastest {c['fastest_ms']:.1f} ms "
           f"(+{100 * (c['chosen_ms'] / c['fastest_ms'] - 1):.1f} %); of the {c['one_state']} passes "
           f"measured in one host state throughout (the round trips within {STATE_RATIO:g}x), "
           f"{c['one_state_within']} within")
     print(json.dumps({"model": args.model, "image": args.image, "batch": args.batch,
                       "threads": args.threads, "precision": args.precision,
-                      "passes": len(first), "again": args.again, "within": c["within"],
+                      "passes": len(first), "first": args.first, "again": args.again,
+                      "within": c["within"],
                       "changed": c["changed"], "worst": round(c["worst"], 4),
                       "total": round(c["chosen_ms"] / c["fastest_ms"] - 1, 4),
                       "one_state": c["one_state"], "one_state_within": c["one_state_within"],
-                      "each_within": [e["within"] for e in each], "seconds": seconds}))
+                      "each_within": [e["within"] for e in each],
+                      "first_each_within": [a["within"] for a in alone], "seconds": seconds}))
 
 
 if __name__ == "__main__":
