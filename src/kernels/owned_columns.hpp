@@ -1,6 +1,6 @@
 // The threads' own columns of a product whose B is packed in column strips (the bf16 GEMM's and
 // nostrum's fp32 weight-gradient GEMM's): each thread packs and multiplies whole strips of its
-// own, so no thread reads what another wrote (src/kernels/README.md, "Threads own columns").
+// own, so no thread reads what another wrote (src/kernels/bf16_gemm.md, "Threads own columns").
 #pragma once
 
 #include <omp.h>

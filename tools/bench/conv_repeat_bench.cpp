@@ -3,8 +3,8 @@
 // every one of a few operand sets of their own memory: how far the candidates' times, and the ratio
 // of the fastest to the second, move when nothing but time and the operands' pages changes. Where
 // they move by more than two candidates differ, no measurement can say which of the two is faster
-// for good (src/kernels/README.md, Measuring). bf16 passes take their operands in bf16 and a
-// forward writes bf16, as a bf16 run hands most layers theirs.
+// for good (src/kernels/conv_selection.md, Measuring). bf16 passes take their operands in bf16 and
+// a forward writes bf16, as a bf16 run hands most layers theirs.
 //
 // Usage: nostrum-conv-repeat-bench [--model resnet50|resnet8] [--image 224|28] [--batch 32]
 //          [--precision bf16|fp32] [--only TEXT] [--pass forward|backward_data|backward_weights]

@@ -3,7 +3,7 @@
 // line per sample). On a virtual machine the answer moves: on the AMD EPYC Zen 5 under KVM
 // (2026-12-07) CPUs 0 and 1 read 80-140 ns for seconds, then 410-540 (cores far apart), and the
 // GEMMs that split one product between two threads ran 30-45 % slower in the far state until each
-// thread kept to its own columns (src/kernels/README.md, nostrum's bf16 GEMM).
+// thread kept to its own columns (src/kernels/bf16_gemm.md, "Threads own columns").
 //
 // Usage: nostrum-round-trip-bench [--cpus A B] [--samples N] [--gap-ms M]
 #include <pthread.h>

@@ -97,10 +97,10 @@ class PreparedConv {
 // over every row of d_in: how the model runs a backward-data pass.
 void run_and_finish_d_in(PreparedConv& k, const ConvCall& call);
 
-// What a bf16 candidate rounds to bf16, and so which error bound it keeps (src/kernels/README.md,
-// "Tests"): the operands of the products (every candidate but one), or Winograd's transformed
-// operands (their magnitudes can exceed the operands': a weaker bound, tests/engine/
-// winograd_bound.hpp). fp32 candidates round nothing; they declare kOperands.
+// What a bf16 candidate rounds to bf16, and so which error bound it keeps
+// (src/kernels/conv_candidates.md, Winograd): the operands of the products (every candidate but
+// one), or Winograd's transformed operands (their magnitudes can exceed the operands': a weaker
+// bound, tests/engine/ winograd_bound.hpp). fp32 candidates round nothing; they declare kOperands.
 enum class ConvRounding { kOperands, kWinogradTransforms };
 
 // A candidate: stateless, one instance in the registry, described by a stable name (in the

@@ -86,8 +86,9 @@ size_t fastest_timing(const std::vector<ConvTiming>& timings);
 // (a rank whose CPU cannot run it) is left out, so the choice runs on every rank. The other rows,
 // the round trips and the precision are the first table's; measure_seconds the longest; ranks the
 // count. A process's speed moves from one process to the next by more than near-tied candidates
-// differ (src/kernels/README.md, Near-ties); the ranks are such processes. Throws ShapeError
-// when the tables do not hold the same rows in the same order, or a row's candidates share none.
+// differ (src/kernels/conv_selection.md, Near-ties); the ranks are such processes. Throws
+// ShapeError when the tables do not hold the same rows in the same order, or a row's candidates
+// share none.
 ConvChoiceTable pool_conv_tables(const std::vector<ConvChoiceTable>& per_rank);
 
 // A note naming every rank whose rank_seconds exceed `ratio` times the median of the other ranks'
@@ -132,7 +133,7 @@ struct ConvMeasureOptions {
   // (which cut the slow ones) would otherwise be timed in one state and its rounds in the other.
   // (On the AMD EPYC Zen 5 under KVM, 2026-12-07, the passes whose choice did not hold when
   // measured again in another process had been measured in one state both times: near-ties,
-  // src/kernels/README.md, Measuring.) nullptr: not probed.
+  // src/kernels/conv_selection.md, Measuring.) nullptr: not probed.
   int state_retries = 1;
   std::function<double()> round_trip_ns = [] { return pool_round_trip_ns(); };
 };

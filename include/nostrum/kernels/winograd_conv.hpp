@@ -25,7 +25,8 @@ const ConvCandidate& winograd_bf16_candidate();
 
 // The weight gradient's budget for one chunk of transformed tiles (the input's and the output
 // gradient's, bf16, 16 positions): within a last-level cache, where the whole batch's (103 MB at
-// ResNet-50 224 b32's layer 1) went through memory (measured: src/kernels/README.md, Winograd).
+// ResNet-50 224 b32's layer 1) went through memory (measured: src/kernels/conv_candidates.md,
+// Winograd).
 constexpr int64_t kWinogradChunkBytes = int64_t(16) << 20;
 
 // The candidate's prepared pass (fits must hold) with the weight gradient's chunks of at most
