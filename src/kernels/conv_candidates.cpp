@@ -1,6 +1,7 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
 // SGEMM in both threadings, the weight gradients on nostrum's fp32 GEMM in both threadings, the
-// bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings; the pixel-taps GEMMs of small
+// bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings, and per thread with the input's
+// channels as the rows of a channel-reducing 1x1 weight gradient; the pixel-taps GEMMs of small
 // maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16 primitives from kernels/onednn) and the
 // registry that lists them.
 #include <omp.h>
@@ -129,13 +130,14 @@ class GemmCandidate final : public ConvCandidate {
  public:
   GemmCandidate(const char* name, const char* description, Precision precision,
                 layers::ConvThreading threading, Bf16Engine engine = Bf16Engine::kVdpbf16ps,
-                bool nostrum_fp32 = false)
+                bool nostrum_fp32 = false, bool input_rows = false)
       : name_(name),
         description_(description),
         precision_(precision),
         threading_(threading),
         engine_(engine),
-        nostrum_fp32_(nostrum_fp32) {}
+        nostrum_fp32_(nostrum_fp32),
+        input_rows_(input_rows) {}
   const char* name() const override { return name_; }
   const char* description() const override { return description_; }
   // fp32: OpenBLAS everywhere, nostrum's fp32 GEMM with AVX512F. bf16: AVX512_BF16 (the packing,
@@ -152,9 +154,13 @@ class GemmCandidate final : public ConvCandidate {
   // nostrum's fp32 GEMM only for a 1x1 conv's weight gradient (and the classifier's): the other
   // passes would run OpenBLAS's, and on im2col columns (3x3, 7x7) it measured 0.4-0.9x the best
   // candidate on every ResNet-50 shape (AMD Zen 4, tools/bench/README.md): not worth the time
-  // its measurement would take there.
+  // its measurement would take there. The input-rows weight gradient only where it differs from
+  // the plain one (layers::conv2d_weight_gradient_input_rows_fits).
   bool fits(const ConvGeometry& g, ConvPass pass) const override {
     if (nostrum_fp32_ && (pass != ConvPass::kBackwardWeights || g.R * g.S != 1)) return false;
+    if (input_rows_ &&
+        (pass != ConvPass::kBackwardWeights || !layers::conv2d_weight_gradient_input_rows_fits(g)))
+      return false;
     return threading_ != layers::ConvThreading::kPerThread ||
            layers::conv2d_runs_per_thread(g, pass, omp_get_max_threads(), options());
   }
@@ -170,6 +176,7 @@ class GemmCandidate final : public ConvCandidate {
     o.precision = precision_;
     o.bf16_engine = engine_;
     o.nostrum_fp32_gemm = nostrum_fp32_;
+    o.weight_gradient_input_rows = input_rows_;
     return o;
   }
 
@@ -180,6 +187,7 @@ class GemmCandidate final : public ConvCandidate {
   layers::ConvThreading threading_;
   Bf16Engine engine_;
   bool nostrum_fp32_;
+  bool input_rows_;
 };
 
 const DirectCandidate kDirect;
@@ -212,6 +220,12 @@ const GemmCandidate kBf16PerThread(
     "im2col + nostrum's bf16 GEMM (AVX512_BF16), each thread its own tiles (fits where that "
     "differs from gemm_bf16: more than 1 thread, per-thread tiles within the column budget)",
     Precision::kBf16, layers::ConvThreading::kPerThread);
+const GemmCandidate kBf16PerThreadInputRows(
+    "gemm_bf16_per_thread_in_rows",
+    "a 1x1 stride-1 conv's weight gradient with fewer output than input channels on nostrum's bf16 "
+    "GEMM (AVX512_BF16), each thread its own rows, the input's channels as the GEMM's rows "
+    "(d_weight^T = in^T x d_out, transposed as the threads' partials are summed)",
+    Precision::kBf16, layers::ConvThreading::kPerThread, Bf16Engine::kVdpbf16ps, false, true);
 const GemmCandidate kBf16AmxShared(
     "gemm_bf16_amx",
     "im2col + nostrum's bf16 GEMM on AMX tiles (tdpbf16ps, fp32 sums; AMX_TILE, AMX_BF16 and "
@@ -234,6 +248,7 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
                                                          &kFp32PerThread,
                                                          &kBf16Shared,
                                                          &kBf16PerThread,
+                                                         &kBf16PerThreadInputRows,
                                                          &kBf16AmxShared,
                                                          &kBf16AmxPerThread,
                                                          &pixel_taps_fp32_candidate(),

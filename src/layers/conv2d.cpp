@@ -326,6 +326,10 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
   conv2d_forward(out, in, weight, g, scratch, {});
 }
 
+bool conv2d_weight_gradient_input_rows_fits(const ConvGeometry& g) {
+  return g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0 && g.K < g.C;
+}
+
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
                              const ConvGeometry& g, float* scratch, const ConvOptions& options) {
   const Plan plan = make_plan(g, options);
@@ -386,6 +390,26 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
         plan.direct ? plan.rows : per_thread_tile_rows(plan, Pass::kBackwardWeights, threads);
     float* tiles = column + size_t(threads) * plan.partial_floats;
     const int64_t count = int64_t(K) * L;
+    // ConvOptions::weight_gradient_input_rows: each partial is d_weight^T (L, K), the input's
+    // channels as the GEMM's rows (plan.direct: the input is the column matrix itself).
+    const bool input_rows = options.weight_gradient_input_rows &&
+                            options.precision == kernels::Precision::kBf16 &&
+                            conv2d_weight_gradient_input_rows_fits(g);
+    // c (L, K) (+)= in^T of rows [r0, r0 + n) x d_out of those rows, each in bf16 or fp32.
+    const auto product_input_rows = [&](int64_t r0, int64_t n, float beta, float* c) {
+      const auto with_b = [&](const auto* a) {
+        if (options.d_out_bf16)
+          kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
+                             options.d_out_bf16 + r0 * K, K, beta, c, K, options.bf16_engine);
+        else
+          kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
+                             d_out + r0 * K, K, beta, c, K, options.bf16_engine);
+      };
+      if (in_bf16)
+        with_b(in_bf16 + r0 * L);
+      else
+        with_b(in + r0 * L);
+    };
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -396,7 +420,9 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
       for (int64_t r0 = begin; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);
         const float beta = r0 == begin ? 0.0f : 1.0f;
-        if (in_bf16) {
+        if (input_rows) {
+          product_input_rows(r0, n, beta, partial);
+        } else if (in_bf16) {
           const uint16_t* b = in_bf16 + r0 * L;
           if (!plan.direct) {
             kernels::im2col_nhwc(bf16_columns(my_column), in_bf16, plan.shape, r0, r0 + n);
@@ -415,8 +441,10 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
 #pragma omp barrier
       const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
       for (int64_t i = i0; i < i1; ++i) {
-        float sum = column[i];
-        for (int u = 1; u < nt; ++u) sum += column[size_t(u) * plan.partial_floats + i];
+        // d_packed's (k, l) is a transposed partial's (l, k).
+        const int64_t j = input_rows ? (i % L) * K + i / L : i;
+        float sum = column[j];
+        for (int u = 1; u < nt; ++u) sum += column[size_t(u) * plan.partial_floats + j];
         d_packed[i] = sum;
       }
     }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "conv_candidate_check.hpp"
@@ -95,11 +96,71 @@ TEST_CASE(
   CHECK(results[0] == results[1]);
 }
 
+TEST_CASE(
+    "gemm_bf16_per_thread_in_rows: the weight gradient of gemm_bf16_per_thread bit for bit, on "
+    "channel-reducing 1x1 convs only",
+    "[bf16][conv]") {
+  const kernels::ConvCandidate* in_rows =
+      kernels::find_conv_candidate("gemm_bf16_per_thread_in_rows");
+  const kernels::ConvCandidate* plain = kernels::find_conv_candidate("gemm_bf16_per_thread");
+  REQUIRE(in_rows != nullptr);
+  REQUIRE(plain != nullptr);
+  if (!in_rows->available(nostrum::cpu_features())) return;
+  const int saved_threads = omp_get_max_threads();
+  // Not where it would run as the plain one: K >= C, a 3x3, a stride 2.
+  omp_set_num_threads(2);
+  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 5, 6, 24, 40, 1, 1, 1, 0),
+                            ConvPass::kBackwardWeights));
+  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 5, 6, 40, 24, 3, 3, 1, 1),
+                            ConvPass::kBackwardWeights));
+  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 8, 8, 40, 24, 1, 1, 2, 0),
+                            ConvPass::kBackwardWeights));
+  CHECK_FALSE(
+      in_rows->fits(testing::conv_geometry(2, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kForward));
+  // ResNet-50's 256 -> 64 at a small map, an odd one (rows and channels off every block), and the
+  // classifier's 2048 -> 10 (a 1x1 conv of a 1x1 image); 2 and 3 threads (rows split unevenly).
+  for (const kernels::ConvGeometry& g : {testing::conv_geometry(4, 9, 7, 256, 64, 1, 1, 1, 0),
+                                         testing::conv_geometry(5, 5, 7, 77, 35, 1, 1, 1, 0),
+                                         testing::conv_geometry(33, 1, 1, 2048, 10, 1, 1, 1, 0)})
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      INFO(kernels::conv_shape_name(g) << " threads " << threads);
+      REQUIRE(in_rows->fits(g, ConvPass::kBackwardWeights));
+      REQUIRE(plain->fits(g, ConvPass::kBackwardWeights));
+      const testing::ConvCase cc(g);
+      std::vector<uint16_t> in_bf16 = bf16_words(cc.in.data(), cc.in.size());
+      std::vector<uint16_t> d_out_bf16 = bf16_words(cc.d_out.data(), cc.d_out.size());
+      // Each operand in fp32 (rounded in the pass) and handed over in bf16, as the model may.
+      for (bool handed_over : {false, true}) {
+        std::vector<std::vector<float>> results;
+        for (const kernels::ConvCandidate* c : {plain, in_rows}) {
+          auto kernel = c->prepare(g, ConvPass::kBackwardWeights, Precision::kBf16);
+          nostrum::Arena scratch(kernel->scratch_floats() + 1, "test scratch");
+          results.emplace_back(cc.weight.size(), std::numeric_limits<float>::quiet_NaN());
+          kernels::ConvCall call;
+          call.N = g.N, call.d_weight = results.back().data(), call.scratch = scratch.data();
+          if (handed_over)
+            call.in_bf16 = in_bf16.data(), call.d_out_bf16 = d_out_bf16.data();
+          else
+            call.in = cc.in.data(), call.d_out = cc.d_out.data();
+          kernel->run(call);
+        }
+        INFO((handed_over ? "operands in bf16" : "operands in fp32"));
+        CHECK(results[0] == results[1]);
+      }
+    }
+  omp_set_num_threads(saved_threads);
+}
+
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",
           "[bf16][conv]") {
   double worst = 0;
+  // resnet8's one channel-reducing 1x1 conv is its classifier (64 -> 10), at batch 2 too few rows
+  // for per-thread partials: gemm_bf16_per_thread_in_rows has no pass here (it runs on ResNet-50's
+  // and the odd geometries, and in its own test).
   testing::check_all_candidates(testing::model_conv_geometries("resnet8", 10, 1, 2, 28),
-                                Precision::kBf16, testing::bf16_bound, &worst);
+                                Precision::kBf16, testing::bf16_bound, &worst,
+                                {"gemm_bf16_per_thread_in_rows"});
   WARN("resnet8 bf16 candidates: worst error / bound " << worst);
   CHECK(worst > 0.01);  // bf16 rounding is visible: not an fp32 path in disguise
 }
