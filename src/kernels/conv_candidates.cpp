@@ -1,7 +1,7 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
 // SGEMM in both threadings, the weight gradients on nostrum's fp32 GEMM in both threadings, the
 // bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings, and per thread with the input's
-// channels as the rows of a channel-reducing 1x1 weight gradient; the pixel-taps GEMMs of small
+// columns as the rows of a weight gradient; the pixel-taps GEMMs of small
 // maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16 primitives from kernels/onednn) and the
 // registry that lists them.
 #include <omp.h>
@@ -222,9 +222,9 @@ const GemmCandidate kBf16PerThread(
     Precision::kBf16, layers::ConvThreading::kPerThread);
 const GemmCandidate kBf16PerThreadInputRows(
     "gemm_bf16_per_thread_in_rows",
-    "a 1x1 stride-1 conv's weight gradient with fewer output than input channels on nostrum's bf16 "
-    "GEMM (AVX512_BF16), each thread its own rows, the input's channels as the GEMM's rows "
-    "(d_weight^T = in^T x d_out, transposed as the threads' partials are summed)",
+    "a weight gradient with fewer output channels than R*S*C on nostrum's bf16 GEMM (AVX512_BF16), "
+    "each thread its own tiles, the input's columns (or the 1x1 input itself) as the GEMM's rows "
+    "(d_weight^T = columns^T x d_out, transposed as the threads' partials are summed)",
     Precision::kBf16, layers::ConvThreading::kPerThread, Bf16Engine::kVdpbf16ps, false, true);
 const GemmCandidate kBf16AmxShared(
     "gemm_bf16_amx",

@@ -327,7 +327,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const Conv
 }
 
 bool conv2d_weight_gradient_input_rows_fits(const ConvGeometry& g) {
-  return g.R == 1 && g.S == 1 && g.stride == 1 && g.pad == 0 && g.K < g.C;
+  return g.K < g.C * g.R * g.S;
 }
 
 void conv2d_backward_weights(float* d_weight, const float* d_out, const float* in,
@@ -391,24 +391,21 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
     float* tiles = column + size_t(threads) * plan.partial_floats;
     const int64_t count = int64_t(K) * L;
     // ConvOptions::weight_gradient_input_rows: each partial is d_weight^T (L, K), the input's
-    // channels as the GEMM's rows (plan.direct: the input is the column matrix itself).
+    // columns (the input itself for a 1x1 stride-1 conv, im2col's tile otherwise) as the GEMM's
+    // rows.
     const bool input_rows = options.weight_gradient_input_rows &&
                             options.precision == kernels::Precision::kBf16 &&
                             conv2d_weight_gradient_input_rows_fits(g);
-    // c (L, K) (+)= in^T of rows [r0, r0 + n) x d_out of those rows, each in bf16 or fp32.
-    const auto product_input_rows = [&](int64_t r0, int64_t n, float beta, float* c) {
-      const auto with_b = [&](const auto* a) {
-        if (options.d_out_bf16)
-          kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
-                             options.d_out_bf16 + r0 * K, K, beta, c, K, options.bf16_engine);
-        else
-          kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
-                             d_out + r0 * K, K, beta, c, K, options.bf16_engine);
-      };
-      if (in_bf16)
-        with_b(in_bf16 + r0 * L);
+    // c (L, K) (+)= a^T x d_out of rows [r0, r0 + n): a the input's columns of those rows (bf16 or
+    // fp32), d_out in bf16 or fp32.
+    const auto product_input_rows = [&](int64_t r0, int64_t n, const auto* a, float beta,
+                                        float* c) {
+      if (options.d_out_bf16)
+        kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
+                           options.d_out_bf16 + r0 * K, K, beta, c, K, options.bf16_engine);
       else
-        with_b(in + r0 * L);
+        kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
+                           d_out + r0 * K, K, beta, c, K, options.bf16_engine);
     };
 #pragma omp parallel num_threads(threads)
     {
@@ -420,22 +417,26 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
       for (int64_t r0 = begin; r0 < end; r0 += tile) {
         const int64_t n = std::min(tile, end - r0);
         const float beta = r0 == begin ? 0.0f : 1.0f;
-        if (input_rows) {
-          product_input_rows(r0, n, beta, partial);
-        } else if (in_bf16) {
+        if (in_bf16) {
           const uint16_t* b = in_bf16 + r0 * L;
           if (!plan.direct) {
             kernels::im2col_nhwc(bf16_columns(my_column), in_bf16, plan.shape, r0, r0 + n);
             b = bf16_columns(my_column);
           }
-          product(r0, n, b, beta, partial);
+          if (input_rows)
+            product_input_rows(r0, n, b, beta, partial);
+          else
+            product(r0, n, b, beta, partial);
         } else {
           const float* b = in + r0 * L;
           if (!plan.direct) {
             kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
             b = my_column;
           }
-          product(r0, n, b, beta, partial);
+          if (input_rows)
+            product_input_rows(r0, n, b, beta, partial);
+          else
+            product(r0, n, b, beta, partial);
         }
       }
 #pragma omp barrier

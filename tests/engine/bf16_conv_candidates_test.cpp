@@ -97,8 +97,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "gemm_bf16_per_thread_in_rows: the weight gradient of gemm_bf16_per_thread bit for bit, on "
-    "channel-reducing 1x1 convs only",
+    "gemm_bf16_per_thread_in_rows: the weight gradient of gemm_bf16_per_thread bit for bit, where "
+    "it has fewer rows than columns only",
     "[bf16][conv]") {
   const kernels::ConvCandidate* in_rows =
       kernels::find_conv_candidate("gemm_bf16_per_thread_in_rows");
@@ -107,20 +107,23 @@ TEST_CASE(
   REQUIRE(plain != nullptr);
   if (!in_rows->available(nostrum::cpu_features())) return;
   const int saved_threads = omp_get_max_threads();
-  // Not where it would run as the plain one: K >= C, a 3x3, a stride 2.
+  // Not where it would run as the plain one (K >= R*S*C), nor another pass.
   omp_set_num_threads(2);
-  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 5, 6, 24, 40, 1, 1, 1, 0),
+  CHECK_FALSE(in_rows->fits(testing::conv_geometry(6, 5, 6, 24, 40, 1, 1, 1, 0),
                             ConvPass::kBackwardWeights));
-  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 5, 6, 40, 24, 3, 3, 1, 1),
-                            ConvPass::kBackwardWeights));
-  CHECK_FALSE(in_rows->fits(testing::conv_geometry(2, 8, 8, 40, 24, 1, 1, 2, 0),
+  CHECK_FALSE(in_rows->fits(testing::conv_geometry(6, 5, 6, 4, 40, 3, 3, 1, 1),
                             ConvPass::kBackwardWeights));
   CHECK_FALSE(
-      in_rows->fits(testing::conv_geometry(2, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kForward));
-  // ResNet-50's 256 -> 64 at a small map, an odd one (rows and channels off every block), and the
-  // classifier's 2048 -> 10 (a 1x1 conv of a 1x1 image); 2 and 3 threads (rows split unevenly).
+      in_rows->fits(testing::conv_geometry(6, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kForward));
+  CHECK_FALSE(
+      in_rows->fits(testing::conv_geometry(6, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kBackwardData));
+  // ResNet-50's 256 -> 64 1x1 at a small map (the input itself the columns), an odd 1x1, a 1x1 of
+  // stride 2 and a 3x3 of stride 2 (im2col's tiles the columns), and the classifier's 2048 -> 10
+  // (a 1x1 conv of a 1x1 image); 2 and 3 threads (rows split unevenly).
   for (const kernels::ConvGeometry& g : {testing::conv_geometry(4, 9, 7, 256, 64, 1, 1, 1, 0),
                                          testing::conv_geometry(5, 5, 7, 77, 35, 1, 1, 1, 0),
+                                         testing::conv_geometry(6, 9, 8, 40, 24, 1, 1, 2, 0),
+                                         testing::conv_geometry(6, 9, 7, 16, 24, 3, 3, 2, 1),
                                          testing::conv_geometry(33, 1, 1, 2048, 10, 1, 1, 1, 0)})
     for (int threads : {2, 3}) {
       omp_set_num_threads(threads);
@@ -155,12 +158,8 @@ TEST_CASE(
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",
           "[bf16][conv]") {
   double worst = 0;
-  // resnet8's one channel-reducing 1x1 conv is its classifier (64 -> 10), at batch 2 too few rows
-  // for per-thread partials: gemm_bf16_per_thread_in_rows has no pass here (it runs on ResNet-50's
-  // and the odd geometries, and in its own test).
   testing::check_all_candidates(testing::model_conv_geometries("resnet8", 10, 1, 2, 28),
-                                Precision::kBf16, testing::bf16_bound, &worst,
-                                {"gemm_bf16_per_thread_in_rows"});
+                                Precision::kBf16, testing::bf16_bound, &worst);
   WARN("resnet8 bf16 candidates: worst error / bound " << worst);
   CHECK(worst > 0.01);  // bf16 rounding is visible: not an fp32 path in disguise
 }

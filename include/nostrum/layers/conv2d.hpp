@@ -70,18 +70,19 @@ struct ConvOptions {
   // read instead of in (which may then be null); the values the GEMM would have rounded in to, so
   // the same results bit for bit (the model hands them over from the batch norm before the conv).
   const uint16_t* in_bf16 = nullptr;
-  // Backward-weights in kBf16 with kPerThread threading on a 1x1, stride-1, unpadded conv whose
-  // output channels are fewer than its input channels (K < C), elsewhere no effect: each thread
-  // computes its partial of d_weight^T = in^T x d_out (the input's channels as the GEMM's rows, the
+  // Backward-weights in kBf16 with kPerThread threading where the weight gradient has fewer rows
+  // than columns (K < R*S*C), elsewhere no effect: each thread computes its partial of
+  // d_weight^T = columns^T x d_out (the input's columns, R*S*C of them, as the GEMM's rows, the
   // output gradient its B operand), and the partials are transposed as they are summed. The same
   // products summed in the same order, so the same bits; on ResNet-50's channel-reducing 1x1 convs
-  // at 56x56 and 28x28 about a fifth faster (src/kernels/conv_candidates.md), on the deeper ones
-  // slower: the candidate gemm_bf16_per_thread_in_rows, chosen by measurement.
+  // at 56x56 and 28x28 and its first stride-2 3x3 about a fifth faster, on the deeper ones slower
+  // (src/kernels/conv_candidates.md): the candidate gemm_bf16_per_thread_in_rows, chosen by
+  // measurement.
   bool weight_gradient_input_rows = false;
 };
 
 // Whether ConvOptions::weight_gradient_input_rows changes how this geometry's weight gradient runs
-// (1x1, stride 1, no padding, K < C): where it does not, it is the plain per-thread GEMM.
+// (K < R*S*C): where it does not, it is the plain per-thread GEMM.
 bool conv2d_weight_gradient_input_rows_fits(const ConvGeometry& g);
 
 size_t conv2d_scratch_floats(const ConvGeometry& g, const ConvOptions& options);
