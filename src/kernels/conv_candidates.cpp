@@ -1,9 +1,9 @@
 // The convolution candidates built in (nostrum's direct AVX-512 kernels, im2col / 1x1 + OpenBLAS
 // SGEMM in both threadings, the weight gradients on nostrum's fp32 GEMM in both threadings, the
 // bf16 GEMM on vdpbf16ps and on AMX tiles, each in both threadings, and per thread with the input's
-// columns as the rows of a weight gradient; the pixel-taps GEMMs of small
-// maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16 primitives from kernels/onednn) and the
-// registry that lists them.
+// columns as the rows of a weight gradient (bf16, and fp32 for a 1x1); the pixel-taps GEMMs of
+// small maps from kernels/pixel_taps_conv; oneDNN's fp32 and bf16 primitives from kernels/onednn)
+// and the registry that lists them.
 #include <omp.h>
 
 #include <string>
@@ -211,6 +211,12 @@ const GemmCandidate kFp32PerThread(
     "the 1x1 activations + nostrum's fp32 GEMM (AVX512F), 1x1 backward-weights only, each "
     "thread its own tiles (fits where that differs from gemm_fp32_avx512)",
     Precision::kFp32, layers::ConvThreading::kPerThread, Bf16Engine::kVdpbf16ps, true);
+const GemmCandidate kFp32PerThreadInputRows(
+    "gemm_fp32_avx512_per_thread_in_rows",
+    "a 1x1 weight gradient with fewer output than input channels on nostrum's fp32 GEMM "
+    "(AVX512F), each thread its own tiles, the input's channels as the GEMM's rows (d_weight^T = "
+    "in^T x d_out, transposed as the threads' partials are summed)",
+    Precision::kFp32, layers::ConvThreading::kPerThread, Bf16Engine::kVdpbf16ps, true, true);
 const GemmCandidate kBf16Shared(
     "gemm_bf16",
     "im2col + nostrum's bf16 GEMM (vdpbf16ps, fp32 sums; AVX512_BF16), one GEMM per tile of rows",
@@ -246,6 +252,7 @@ const std::vector<const ConvCandidate*>& conv_candidates() {
                                                          &kBlasPerThread,
                                                          &kFp32Shared,
                                                          &kFp32PerThread,
+                                                         &kFp32PerThreadInputRows,
                                                          &kBf16Shared,
                                                          &kBf16PerThread,
                                                          &kBf16PerThreadInputRows,

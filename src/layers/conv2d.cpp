@@ -393,13 +393,19 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
     // ConvOptions::weight_gradient_input_rows: each partial is d_weight^T (L, K), the input's
     // columns (the input itself for a 1x1 stride-1 conv, im2col's tile otherwise) as the GEMM's
     // rows.
-    const bool input_rows = options.weight_gradient_input_rows &&
-                            options.precision == kernels::Precision::kBf16 &&
-                            conv2d_weight_gradient_input_rows_fits(g);
+    const bool input_rows =
+        options.weight_gradient_input_rows && conv2d_weight_gradient_input_rows_fits(g) &&
+        (options.precision == kernels::Precision::kBf16 || options.nostrum_fp32_gemm);
     // c (L, K) (+)= a^T x d_out of rows [r0, r0 + n): a the input's columns of those rows (bf16 or
-    // fp32), d_out in bf16 or fp32.
+    // fp32), d_out in bf16 or fp32; in kFp32, both fp32 on nostrum's fp32 GEMM.
     const auto product_input_rows = [&](int64_t r0, int64_t n, const auto* a, float beta,
                                         float* c) {
+      if constexpr (std::is_same_v<decltype(a), const float*>) {
+        if (options.precision == kernels::Precision::kFp32) {
+          kernels::gemm_fp32_tn(int(L), K, int(n), a, int(L), d_out + r0 * K, K, beta, c, K);
+          return;
+        }
+      }
       if (options.d_out_bf16)
         kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
                            options.d_out_bf16 + r0 * K, K, beta, c, K, options.bf16_engine);

@@ -5,6 +5,7 @@
 // reproducing layers/conv2d's kAuto bit for bit; the chooser and the measuring schedule on planted
 // times; the cache written, read back, and refused by name when damaged or foreign; the selection
 // modes.
+#include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "conv_candidate_check.hpp"
@@ -39,8 +41,12 @@ using nostrum::testing::conv_geometry;
 
 TEST_CASE("every fp32 conv candidate matches float64 on resnet8's geometries", "[engine][conv]") {
   double worst = 0;
+  // resnet8's one 1x1 conv with fewer output than input channels is its classifier (64 -> 10), at
+  // batch 2 too few rows for per-thread partials: gemm_fp32_avx512_per_thread_in_rows has no pass
+  // here (it runs on ResNet-50's and the odd geometries, and in its own test).
   testing::check_all_candidates(testing::model_conv_geometries("resnet8", 10, 1, 2, 28),
-                                Precision::kFp32, testing::fp32_bound, &worst);
+                                Precision::kFp32, testing::fp32_bound, &worst,
+                                {"gemm_fp32_avx512_per_thread_in_rows"});
   WARN("resnet8 fp32 candidates: worst error / bound " << worst);
 }
 
@@ -56,6 +62,49 @@ TEST_CASE("every fp32 conv candidate matches float64 on odd geometries", "[engin
   testing::check_all_candidates(testing::odd_conv_geometries(), Precision::kFp32,
                                 testing::fp32_bound, &worst);
   WARN("odd geometries, fp32 candidates: worst error / bound " << worst);
+}
+
+TEST_CASE(
+    "gemm_fp32_avx512_per_thread_in_rows: the weight gradient of gemm_fp32_avx512_per_thread bit "
+    "for bit, on 1x1 convs with fewer output than input channels only",
+    "[engine][conv]") {
+  const kernels::ConvCandidate* in_rows =
+      kernels::find_conv_candidate("gemm_fp32_avx512_per_thread_in_rows");
+  const kernels::ConvCandidate* plain = kernels::find_conv_candidate("gemm_fp32_avx512_per_thread");
+  REQUIRE(in_rows != nullptr);
+  REQUIRE(plain != nullptr);
+  if (!in_rows->available(cpu_features())) return;  // no AVX512F (or capped below it)
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  CHECK_FALSE(
+      in_rows->fits(conv_geometry(6, 5, 6, 24, 40, 1, 1, 1, 0), ConvPass::kBackwardWeights));
+  CHECK_FALSE(
+      in_rows->fits(conv_geometry(6, 5, 6, 40, 24, 3, 3, 1, 1), ConvPass::kBackwardWeights));
+  CHECK_FALSE(in_rows->fits(conv_geometry(6, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kForward));
+  // ResNet-50's 256 -> 64 at a small map, an odd 1x1, a stride-2 1x1 (its rows gathered) and the
+  // classifier's 2048 -> 10; 2 and 3 threads.
+  for (const kernels::ConvGeometry& g :
+       {conv_geometry(4, 9, 7, 256, 64, 1, 1, 1, 0), conv_geometry(5, 5, 7, 77, 35, 1, 1, 1, 0),
+        conv_geometry(6, 9, 8, 40, 24, 1, 1, 2, 0), conv_geometry(33, 1, 1, 2048, 10, 1, 1, 1, 0)})
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      INFO(kernels::conv_shape_name(g) << " threads " << threads);
+      REQUIRE(in_rows->fits(g, ConvPass::kBackwardWeights));
+      REQUIRE(plain->fits(g, ConvPass::kBackwardWeights));
+      const testing::ConvCase cc(g);
+      std::vector<std::vector<float>> results;
+      for (const kernels::ConvCandidate* c : {plain, in_rows}) {
+        auto kernel = c->prepare(g, ConvPass::kBackwardWeights, Precision::kFp32);
+        Arena scratch(kernel->scratch_floats() + 1, "test scratch");
+        results.emplace_back(cc.weight.size(), std::numeric_limits<float>::quiet_NaN());
+        kernels::ConvCall call;
+        call.N = g.N, call.d_weight = results.back().data(), call.scratch = scratch.data();
+        call.in = cc.in.data(), call.d_out = cc.d_out.data();
+        kernel->run(call);
+      }
+      CHECK(results[0] == results[1]);
+    }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST_CASE("the fixed rule's candidate gives conv2d's kAuto bits", "[engine][conv]") {

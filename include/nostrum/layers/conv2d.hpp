@@ -70,13 +70,14 @@ struct ConvOptions {
   // read instead of in (which may then be null); the values the GEMM would have rounded in to, so
   // the same results bit for bit (the model hands them over from the batch norm before the conv).
   const uint16_t* in_bf16 = nullptr;
-  // Backward-weights in kBf16 with kPerThread threading where the weight gradient has fewer rows
-  // than columns (K < R*S*C), elsewhere no effect: each thread computes its partial of
-  // d_weight^T = columns^T x d_out (the input's columns, R*S*C of them, as the GEMM's rows, the
-  // output gradient its B operand), and the partials are transposed as they are summed. The same
-  // products summed in the same order, so the same bits; on ResNet-50's channel-reducing 1x1 convs
-  // at 56x56 and 28x28 and its first stride-2 3x3 about a fifth faster, on the deeper ones slower
-  // (src/kernels/conv_candidates.md): the candidate gemm_bf16_per_thread_in_rows, chosen by
+  // Backward-weights with kPerThread threading, in kBf16 or on nostrum's fp32 GEMM
+  // (nostrum_fp32_gemm), where the weight gradient has fewer rows than columns (K < R*S*C),
+  // elsewhere no effect: each thread computes its partial of d_weight^T = columns^T x d_out (the
+  // input's columns, R*S*C of them, as the GEMM's rows, the output gradient its B operand), and the
+  // partials are transposed as they are summed. The same products summed in the same order, so the
+  // same bits; on ResNet-50's channel-reducing 1x1 convs at 56x56 and 28x28 and (bf16) its first
+  // stride-2 3x3 10-40 % faster, on the deeper ones slower (src/kernels/conv_candidates.md): the
+  // candidates gemm_bf16_per_thread_in_rows and gemm_fp32_avx512_per_thread_in_rows, chosen by
   // measurement.
   bool weight_gradient_input_rows = false;
 };
