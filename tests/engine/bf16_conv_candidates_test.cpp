@@ -134,23 +134,12 @@ TEST_CASE(
       std::vector<uint16_t> in_bf16 = bf16_words(cc.in.data(), cc.in.size());
       std::vector<uint16_t> d_out_bf16 = bf16_words(cc.d_out.data(), cc.d_out.size());
       // Each operand in fp32 (rounded in the pass) and handed over in bf16, as the model may.
-      for (bool handed_over : {false, true}) {
-        std::vector<std::vector<float>> results;
-        for (const kernels::ConvCandidate* c : {plain, in_rows}) {
-          auto kernel = c->prepare(g, ConvPass::kBackwardWeights, Precision::kBf16);
-          nostrum::Arena scratch(kernel->scratch_floats() + 1, "test scratch");
-          results.emplace_back(cc.weight.size(), std::numeric_limits<float>::quiet_NaN());
-          kernels::ConvCall call;
-          call.N = g.N, call.d_weight = results.back().data(), call.scratch = scratch.data();
-          if (handed_over)
-            call.in_bf16 = in_bf16.data(), call.d_out_bf16 = d_out_bf16.data();
-          else
-            call.in = cc.in.data(), call.d_out = cc.d_out.data();
-          kernel->run(call);
-        }
-        INFO((handed_over ? "operands in bf16" : "operands in fp32"));
-        CHECK(results[0] == results[1]);
-      }
+      CHECK(testing::weight_gradient_of(*plain, cc, Precision::kBf16) ==
+            testing::weight_gradient_of(*in_rows, cc, Precision::kBf16));
+      CHECK(testing::weight_gradient_of(*plain, cc, Precision::kBf16, in_bf16.data(),
+                                        d_out_bf16.data()) ==
+            testing::weight_gradient_of(*in_rows, cc, Precision::kBf16, in_bf16.data(),
+                                        d_out_bf16.data()));
     }
   omp_set_num_threads(saved_threads);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "nostrum/core/arena.hpp"
 #include "nostrum/kernels/bf16.hpp"
 #include "nostrum/kernels/conv_candidate.hpp"
 #include "nostrum/kernels/conv_choice.hpp"
@@ -276,6 +277,25 @@ inline int check_candidate(const kernels::ConvCandidate& c, const ConvCase& cc,
   }
   omp_set_num_threads(saved_threads);
   return passes;
+}
+
+// A candidate's weight gradient of cc's operands at the pool's thread count, from fp32 operands or,
+// given them, from bf16 ones handed over (in_bf16 and d_out_bf16 together).
+inline std::vector<float> weight_gradient_of(const kernels::ConvCandidate& c, const ConvCase& cc,
+                                             kernels::Precision precision,
+                                             const uint16_t* in_bf16 = nullptr,
+                                             const uint16_t* d_out_bf16 = nullptr) {
+  auto kernel = c.prepare(cc.g, ConvPass::kBackwardWeights, precision);
+  Arena scratch(kernel->scratch_floats() + 1, "test scratch");
+  std::vector<float> result(cc.weight.size(), std::numeric_limits<float>::quiet_NaN());
+  kernels::ConvCall call;
+  call.N = cc.g.N, call.d_weight = result.data(), call.scratch = scratch.data();
+  if (in_bf16)
+    call.in_bf16 = in_bf16, call.d_out_bf16 = d_out_bf16;
+  else
+    call.in = cc.in.data(), call.d_out = cc.d_out.data();
+  kernel->run(call);
+  return result;
 }
 
 // Every registry candidate that runs here in `precision` on every geometry, threads 1 and 2: each

@@ -92,17 +92,8 @@ TEST_CASE(
       REQUIRE(in_rows->fits(g, ConvPass::kBackwardWeights));
       REQUIRE(plain->fits(g, ConvPass::kBackwardWeights));
       const testing::ConvCase cc(g);
-      std::vector<std::vector<float>> results;
-      for (const kernels::ConvCandidate* c : {plain, in_rows}) {
-        auto kernel = c->prepare(g, ConvPass::kBackwardWeights, Precision::kFp32);
-        Arena scratch(kernel->scratch_floats() + 1, "test scratch");
-        results.emplace_back(cc.weight.size(), std::numeric_limits<float>::quiet_NaN());
-        kernels::ConvCall call;
-        call.N = g.N, call.d_weight = results.back().data(), call.scratch = scratch.data();
-        call.in = cc.in.data(), call.d_out = cc.d_out.data();
-        kernel->run(call);
-      }
-      CHECK(results[0] == results[1]);
+      CHECK(testing::weight_gradient_of(*plain, cc, Precision::kFp32) ==
+            testing::weight_gradient_of(*in_rows, cc, Precision::kFp32));
     }
   omp_set_num_threads(saved_threads);
 }
