@@ -413,6 +413,15 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
         kernels::gemm_bf16(Trans::kYes, Trans::kNo, int(L), K, int(n), 1.0f, a, int(L),
                            d_out + r0 * K, K, beta, c, K, options.bf16_engine);
     };
+    // A thread's partial (+)= the product of rows [r0, r0 + n), b their columns, in the
+    // orientation the options ask for.
+    const auto partial_product = [&](int64_t r0, int64_t n, const auto* b, float beta,
+                                     float* partial) {
+      if (input_rows)
+        product_input_rows(r0, n, b, beta, partial);
+      else
+        product(r0, n, b, beta, partial);
+    };
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -429,30 +438,36 @@ void conv2d_backward_weights(float* d_weight, const float* d_out, const float* i
             kernels::im2col_nhwc(bf16_columns(my_column), in_bf16, plan.shape, r0, r0 + n);
             b = bf16_columns(my_column);
           }
-          if (input_rows)
-            product_input_rows(r0, n, b, beta, partial);
-          else
-            product(r0, n, b, beta, partial);
+          partial_product(r0, n, b, beta, partial);
         } else {
           const float* b = in + r0 * L;
           if (!plan.direct) {
             kernels::im2col_nhwc(my_column, in, plan.shape, r0, r0 + n);
             b = my_column;
           }
-          if (input_rows)
-            product_input_rows(r0, n, b, beta, partial);
-          else
-            product(r0, n, b, beta, partial);
+          partial_product(r0, n, b, beta, partial);
         }
       }
 #pragma omp barrier
-      const int64_t i0 = split(count, t, nt), i1 = split(count, t + 1, nt);
-      for (int64_t i = i0; i < i1; ++i) {
-        // d_packed's (k, l) is a transposed partial's (l, k).
-        const int64_t j = input_rows ? (i % L) * K + i / L : i;
+      // d_packed[i] = the partials' sum at j, in thread order.
+      const auto sum_partials = [&](int64_t i, int64_t j) {
         float sum = column[j];
         for (int u = 1; u < nt; ++u) sum += column[size_t(u) * plan.partial_floats + j];
         d_packed[i] = sum;
+      };
+      if (input_rows) {
+        // d_packed (K, L) from partials (L, K), 16 of their rows at a time: those rows stay in
+        // cache while each k writes one run of 16 values (element by element, every read of a
+        // partial fell on another line).
+        constexpr int64_t kRows = 16;
+        const int64_t blocks = (L + kRows - 1) / kRows;
+        for (int64_t blk = split(blocks, t, nt); blk < split(blocks, t + 1, nt); ++blk) {
+          const int64_t l0 = blk * kRows, l1 = std::min(L, l0 + kRows);
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t l = l0; l < l1; ++l) sum_partials(k * L + l, l * K + k);
+        }
+      } else {
+        for (int64_t i = split(count, t, nt); i < split(count, t + 1, nt); ++i) sum_partials(i, i);
       }
     }
   }
