@@ -102,9 +102,7 @@ TEST_CASE(
     "[bf16][conv]") {
   const kernels::ConvCandidate* in_rows =
       kernels::find_conv_candidate("gemm_bf16_per_thread_in_rows");
-  const kernels::ConvCandidate* plain = kernels::find_conv_candidate("gemm_bf16_per_thread");
   REQUIRE(in_rows != nullptr);
-  REQUIRE(plain != nullptr);
   if (!in_rows->available(nostrum::cpu_features())) return;
   const int saved_threads = omp_get_max_threads();
   // Not where it would run as the plain one (K >= R*S*C), nor another pass.
@@ -117,31 +115,17 @@ TEST_CASE(
       in_rows->fits(testing::conv_geometry(6, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kForward));
   CHECK_FALSE(
       in_rows->fits(testing::conv_geometry(6, 5, 6, 40, 24, 1, 1, 1, 0), ConvPass::kBackwardData));
+  omp_set_num_threads(saved_threads);
   // ResNet-50's 256 -> 64 1x1 at a small map (the input itself the columns), an odd 1x1, a 1x1 of
   // stride 2 and a 3x3 of stride 2 (im2col's tiles the columns), and the classifier's 2048 -> 10
-  // (a 1x1 conv of a 1x1 image); 2 and 3 threads (rows split unevenly).
-  for (const kernels::ConvGeometry& g : {testing::conv_geometry(4, 9, 7, 256, 64, 1, 1, 1, 0),
-                                         testing::conv_geometry(5, 5, 7, 77, 35, 1, 1, 1, 0),
-                                         testing::conv_geometry(6, 9, 8, 40, 24, 1, 1, 2, 0),
-                                         testing::conv_geometry(6, 9, 7, 16, 24, 3, 3, 2, 1),
-                                         testing::conv_geometry(33, 1, 1, 2048, 10, 1, 1, 1, 0)})
-    for (int threads : {2, 3}) {
-      omp_set_num_threads(threads);
-      INFO(kernels::conv_shape_name(g) << " threads " << threads);
-      REQUIRE(in_rows->fits(g, ConvPass::kBackwardWeights));
-      REQUIRE(plain->fits(g, ConvPass::kBackwardWeights));
-      const testing::ConvCase cc(g);
-      std::vector<uint16_t> in_bf16 = bf16_words(cc.in.data(), cc.in.size());
-      std::vector<uint16_t> d_out_bf16 = bf16_words(cc.d_out.data(), cc.d_out.size());
-      // Each operand in fp32 (rounded in the pass) and handed over in bf16, as the model may.
-      CHECK(testing::weight_gradient_of(*plain, cc, Precision::kBf16) ==
-            testing::weight_gradient_of(*in_rows, cc, Precision::kBf16));
-      CHECK(testing::weight_gradient_of(*plain, cc, Precision::kBf16, in_bf16.data(),
-                                        d_out_bf16.data()) ==
-            testing::weight_gradient_of(*in_rows, cc, Precision::kBf16, in_bf16.data(),
-                                        d_out_bf16.data()));
-    }
-  omp_set_num_threads(saved_threads);
+  // (a 1x1 conv of a 1x1 image).
+  testing::check_same_weight_gradients("gemm_bf16_per_thread_in_rows", "gemm_bf16_per_thread",
+                                       Precision::kBf16,
+                                       {testing::conv_geometry(4, 9, 7, 256, 64, 1, 1, 1, 0),
+                                        testing::conv_geometry(5, 5, 7, 77, 35, 1, 1, 1, 0),
+                                        testing::conv_geometry(6, 9, 8, 40, 24, 1, 1, 2, 0),
+                                        testing::conv_geometry(6, 9, 7, 16, 24, 3, 3, 2, 1),
+                                        testing::conv_geometry(33, 1, 1, 2048, 10, 1, 1, 1, 0)});
 }
 
 TEST_CASE("every bf16 conv candidate within the bf16 bound on resnet8's geometries",

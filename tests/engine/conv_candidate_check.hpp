@@ -298,6 +298,37 @@ inline std::vector<float> weight_gradient_of(const kernels::ConvCandidate& c, co
   return result;
 }
 
+// Two registry candidates' weight gradients bit for bit on each geometry, at 2 and 3 threads (the
+// rows split unevenly): from fp32 operands, and in kBf16 also from bf16 ones handed over. Both must
+// fit every geometry; `name` must be available here (the caller checks).
+inline void check_same_weight_gradients(const char* name, const char* reference,
+                                        kernels::Precision precision,
+                                        const std::vector<ConvGeometry>& geometries) {
+  const kernels::ConvCandidate* c = kernels::find_conv_candidate(name);
+  const kernels::ConvCandidate* ref = kernels::find_conv_candidate(reference);
+  REQUIRE(c != nullptr);
+  REQUIRE(ref != nullptr);
+  const int saved_threads = omp_get_max_threads();
+  for (const ConvGeometry& g : geometries)
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      INFO(name << " against " << reference << ": " << kernels::conv_shape_name(g) << " threads "
+                << threads);
+      REQUIRE(c->fits(g, ConvPass::kBackwardWeights));
+      REQUIRE(ref->fits(g, ConvPass::kBackwardWeights));
+      const ConvCase cc(g);
+      CHECK(weight_gradient_of(*c, cc, precision) == weight_gradient_of(*ref, cc, precision));
+      if (precision != kernels::Precision::kBf16) continue;
+      std::vector<uint16_t> in_bf16(cc.in.size()), d_out_bf16(cc.d_out.size());
+      kernels::convert_to_bf16(in_bf16.data(), cc.in.data(), int64_t(cc.in.size()));
+      kernels::convert_to_bf16(d_out_bf16.data(), cc.d_out.data(), int64_t(cc.d_out.size()));
+      INFO("operands handed over in bf16");
+      CHECK(weight_gradient_of(*c, cc, precision, in_bf16.data(), d_out_bf16.data()) ==
+            weight_gradient_of(*ref, cc, precision, in_bf16.data(), d_out_bf16.data()));
+    }
+  omp_set_num_threads(saved_threads);
+}
+
 // Every registry candidate that runs here in `precision` on every geometry, threads 1 and 2: each
 // pass of each geometry is run by at least one candidate, and every such candidate runs somewhere,
 // but those named in `fit_none` (no geometry of the set is theirs; the caller says why), which

@@ -190,7 +190,7 @@ def main():
         parser.error(f"--first {args.first}: the choice needs at least one measurement")
     bench = os.path.join(args.build, "tools", "bench", "nostrum-bench")
     firsts = [measure(bench, args) for _ in range(args.first)]
-    first, r1 = pool_tables([table for table, _ in firsts]), firsts[0][1]
+    first = pool_tables([table for table, _ in firsts])
     again = [measure(bench, args) for _ in range(args.again)]
     each = [compare(first, table, args.within) for table, _ in again]
     if args.again > 1:
